@@ -1,0 +1,65 @@
+# gpuhost: `make demo` (try it on a local container), `make test` (everything CI runs).
+# Both set themselves up: apt packages, the docker daemon, base images and the venv.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_FORCE_COLOR ?= 0
+STAGE := scripts/stage.sh
+UV_VERSION := 0.9.30
+# Every molecule scenario make test runs, in order; each has a folder under molecule/.
+MOLECULE_SCENARIOS ?= default
+
+.PHONY: help venv docker images lint unit molecule test demo demo-clean clean
+
+help:
+	@echo "make demo   - provision a local sandbox container twice and print the report"
+	@echo "make test   - lint, unit tests and molecule scenarios (what CI runs)"
+	@echo "make lint | unit | molecule | images | venv | clean"
+
+$(VENV)/.stamp: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/uv pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(VENV)/.stamp
+
+docker:
+	@scripts/ensure-docker.sh
+
+images: docker
+	@$(STAGE) image-debian12 scripts/build-image.sh bookworm
+	@$(STAGE) image-debian13 scripts/build-image.sh trixie
+
+lint: venv
+	@$(STAGE) yamllint yamllint --strict .
+	@$(STAGE) ansible-lint ansible-lint --offline --profile production
+	@$(STAGE) ruff ruff check .
+	@$(STAGE) ruff-format ruff format --check .
+
+unit: venv
+	@$(STAGE) pytest pytest -q -p no:cacheprovider tests
+
+molecule: venv images
+	@for s in $(MOLECULE_SCENARIOS); do \
+	  $(STAGE) "molecule-$$s" molecule test -s $$s || exit 1; \
+	done
+
+test:
+	@rm -f .cache/stage-times.tsv
+	@$(STAGE) venv $(MAKE) --no-print-directory venv
+	@$(MAKE) --no-print-directory images lint unit molecule || { scripts/stage-summary.sh; exit 1; }
+	@scripts/stage-summary.sh
+
+demo: venv images
+	@scripts/demo.sh
+
+demo-clean:
+	@docker rm -f gpuhost-sandbox >/dev/null 2>&1 || true
+
+clean: demo-clean
+	rm -rf $(VENV) .cache runs
