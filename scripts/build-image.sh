@@ -45,12 +45,12 @@ for unit in getty@tty1.service serial-getty@.service systemd-udevd.service syste
   systemd-modules-load.service sys-kernel-config.mount systemd-remount-fs.service; do
   ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
 done
-rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+# Keep the apt lists debootstrap fetched: a fresh VM image has them too.
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb
 
 tar -C "$rootfs" -c . | docker import \
   --change 'CMD ["/lib/systemd/systemd"]' \
   --change 'ENV container=docker' \
-  --change 'STOPSIGNAL SIGRTMIN+3' \
   - "$stamp" >/dev/null
 docker tag "$stamp" "$image"
 echo "build-image: built $image ($stamp)"
