@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make demo`: provision a local systemd container that stands in for a fresh VM, twice,
+# and show that the second run changes nothing. The container has no GPU: steps that need
+# one say so and skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+name=gpuhost-sandbox
+image=gpuhost/debian:12
+
+echo "==> Starting a fresh sandbox container '$name' ($image, systemd as PID 1, no GPU)"
+docker rm -f "$name" >/dev/null 2>&1 || true
+# The settings a systemd container needs on these machines (see DESIGN.md); --privileged
+# is refused here.
+docker run -d --name "$name" --hostname "$name" \
+  --cap-add SYS_ADMIN --cgroupns host \
+  -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
+  --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+  "$image" /lib/systemd/systemd >/dev/null
+state=$(docker exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
+echo "    systemd in the sandbox: $state"
+
+latest_report() { ls -1d runs/*/ 2>/dev/null | sort | tail -n 1; }
+
+echo
+echo "==> First run: gpuhost provision -i inventory/sandbox"
+gpuhost provision -i inventory/sandbox "$@"
+first=$(latest_report)
+
+echo
+echo "==> Second run (must change nothing): gpuhost provision -i inventory/sandbox"
+gpuhost provision -i inventory/sandbox "$@"
+second=$(latest_report)
+
+python3 - "$first" "$second" <<'PY'
+import json, sys
+first, second = (json.load(open(d + "report.json")) for d in sys.argv[1:3])
+changed = {h: s.get("changed", 0) for h, s in second["hosts"].items()}
+print()
+print(f"Run records: {sys.argv[1]} and {sys.argv[2]}")
+print("Second run changed per host:", changed)
+if any(changed.values()):
+    sys.exit("demo: the second run changed something: the playbooks are not idempotent")
+print("Idempotent: the second run reports changed=0 on every host.")
+PY
+echo
+echo "==> Report of the second run: gpuhost report $second"
+if gpuhost report --help >/dev/null 2>&1; then
+  gpuhost report "$second"
+else
+  python3 -m json.tool "$second/report.json"
+fi
