@@ -13,11 +13,12 @@ UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
 MOLECULE_SCENARIOS ?= default
 
-.PHONY: help venv docker images lint unit molecule test demo demo-clean clean
+.PHONY: help venv docker images lint unit molecule test demo demo-clean clean lock
 
 help:
 	@echo "make demo   - provision a local sandbox container twice and print the report"
 	@echo "make test   - lint, unit tests and molecule scenarios (what CI runs)"
+	@echo "make lock   - re-resolve locks/*.in into hashed locks/*.txt (uv pip compile)"
 	@echo "make lint | unit | molecule | images | venv | clean"
 
 $(VENV)/.stamp: pyproject.toml
@@ -54,6 +55,22 @@ test:
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
 	@$(MAKE) --no-print-directory images lint unit molecule || { scripts/stage-summary.sh; exit 1; }
 	@scripts/stage-summary.sh
+
+# Locks for the python_env role, resolved by uv for the hosts' Python and glibc (3.11 on
+# Debian 12; sglang 0.5.23 ships manylinux_2_34 wheels only). --exclude-newer makes a
+# re-run reproduce the same files; move the date to take newer transitive releases.
+LOCK_PYTHON ?= 3.11
+LOCK_PLATFORM ?= x86_64-manylinux_2_34
+LOCK_EXCLUDE_NEWER ?= 2026-11-30T00:00:00Z
+
+lock:
+	@command -v uv >/dev/null || $(MAKE) --no-print-directory venv
+	@for in in locks/*.in; do \
+	  echo "lock: $$in -> $${in%.in}.txt"; \
+	  uv pip compile --quiet --upgrade --generate-hashes --python-version $(LOCK_PYTHON) \
+	    --python-platform $(LOCK_PLATFORM) --exclude-newer $(LOCK_EXCLUDE_NEWER) \
+	    "$$in" -o "$${in%.in}.txt"; \
+	done
 
 demo: venv images
 	@scripts/demo.sh
