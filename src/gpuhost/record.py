@@ -1,0 +1,230 @@
+"""The run record: runs/<UTC timestamp>/ with ansible-runner's artifacts and report.json.
+
+Layout of one run:
+    runs/<ts>/runner/      ansible-runner private_data_dir (artifacts/ansible/ holds stdout,
+                           job_events/, rc, status, command)
+    runs/<ts>/facts/       the run's jsonfile fact cache
+    runs/<ts>/report.json  what `gpuhost report` and --json read
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuhost import __version__, findings
+from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, GpuhostError
+
+if TYPE_CHECKING:
+    from gpuhost.project import Project
+    from gpuhost.runner import RunOutcome, RunRequest
+
+REPORT_SCHEMA = 1
+REDACTED = "<redacted>"
+# Names that suggest a credential: their values never reach the record.
+_SECRET_NAME = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
+# The runner's `command` artifact copies the whole environment; only these survive, so an
+# HF_TOKEN or cloud credential in the caller's shell never lands on disk.
+_ENV_KEEP = re.compile(r"^(ANSIBLE_|RUNNER_|AWX_|PATH$|HOME$|USER$|LANG$|LC_|VIRTUAL_ENV$)")
+
+STATUS_EXIT = {
+    "successful": EXIT_OK,
+    "failed": EXIT_FAILED,
+    "unreachable": EXIT_FAILED,
+    "error": EXIT_USAGE,
+    "canceled": EXIT_INTERRUPTED,
+}
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @property
+    def runner_dir(self) -> Path:
+        return self.path / "runner"
+
+    @property
+    def facts_dir(self) -> Path:
+        return self.path / "facts"
+
+    @property
+    def report_path(self) -> Path:
+        return self.path / "report.json"
+
+
+def create_run_dir(root: Path) -> RunDir:
+    """A fresh runs/<UTC timestamp>/; a second run within the same second gets a suffix."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GpuhostError(f"cannot create the runs directory {root}: {exc.strerror}") from None
+    for attempt in range(100):
+        path = root / (stamp if attempt == 0 else f"{stamp}-{attempt}")
+        try:
+            # 0700: artifacts hold host details and facts that are nobody else's business.
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        run_dir = RunDir(path)
+        run_dir.runner_dir.mkdir(mode=0o700)
+        run_dir.facts_dir.mkdir(mode=0o700)
+        return run_dir
+    raise GpuhostError(f"cannot create a run directory under {root}")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_vars(variables: dict[str, object]) -> dict[str, object]:
+    return {k: (REDACTED if is_secret_name(k) else v) for k, v in variables.items()}
+
+
+def _redact_extra_var(value: str) -> str:
+    if value.lstrip().startswith("{"):
+        try:
+            return json.dumps(redact_vars(json.loads(value)))
+        except (ValueError, AttributeError):
+            return REDACTED
+    key, sep, _ = value.partition("=")
+    return f"{key}={REDACTED}" if sep and is_secret_name(key) else value
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """The command line as recorded: -e values of secret-looking names are hidden."""
+    out: list[str] = []
+    value_next = False
+    for arg in argv:
+        if value_next:
+            out.append(_redact_extra_var(arg))
+            value_next = False
+        elif arg in ("-e", "--extra-vars"):
+            out.append(arg)
+            value_next = True
+        elif arg.startswith("--extra-vars="):
+            out.append("--extra-vars=" + _redact_extra_var(arg.removeprefix("--extra-vars=")))
+        elif arg.startswith("-e") and not arg.startswith("--"):
+            out.append("-e" + _redact_extra_var(arg[2:]))
+        else:
+            out.append(arg)
+    return out
+
+
+def scrub_artifacts(run_dir: RunDir) -> None:
+    """Remove inputs that may carry secrets once ansible-runner is done with them."""
+    # ansible-runner writes -e values to env/extravars; the run no longer needs them.
+    (run_dir.runner_dir / "env" / "extravars").unlink(missing_ok=True)
+    for command_file in (run_dir.runner_dir / "artifacts").glob("*/command"):
+        try:
+            data = json.loads(command_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        env = data.get("env") or {}
+        data["env"] = {
+            key: (REDACTED if is_secret_name(key) else value)
+            for key, value in env.items()
+            if _ENV_KEEP.match(key)
+        }
+        command_file.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _error_excerpt(lines: list[str]) -> str:
+    """Ansible's own error when the run never reached a host (syntax, no hosts matched)."""
+    for index, line in enumerate(lines):
+        if line.startswith(("[ERROR]", "ERROR!")):
+            return "\n".join(x for x in lines[index : index + 6] if x.strip())
+    warnings = [line for line in lines if line.startswith("[WARNING]")]
+    return "\n".join(warnings[-4:])
+
+
+def run_status(report: dict, outcome: RunOutcome) -> tuple[str, str | None]:
+    """Status from the results; `error` means Ansible never ran a task on any host."""
+    if outcome.interrupted:
+        return "canceled", "interrupted by the user"
+    if report["failed_tasks"] or findings.failed_count(report["findings"]):
+        return "failed", None
+    if report["unreachable"]:
+        return "unreachable", None
+    tail = list(outcome.collector.output_tail)
+    if not report["hosts"]:
+        why = _error_excerpt(tail)
+        if why.startswith(("[ERROR]", "ERROR!")):
+            return "error", why
+        hint = "no host ran a task: check the inventory, --limit and --tags"
+        return "error", f"{why}\n{hint}" if why else hint
+    if outcome.rc != 0:
+        why = _error_excerpt(tail) or f"ansible-playbook exited with rc={outcome.rc}"
+        return "failed", why
+    return "successful", None
+
+
+def build_report(
+    project: Project,
+    request: RunRequest,
+    outcome: RunOutcome,
+    run_dir: RunDir,
+    argv: list[str],
+) -> dict:
+    collector = outcome.collector
+    hosts = collector.host_stats()
+    # A failure inside a block with `rescue` still emits a failed event; the recap is truth.
+    failed = [i for i in collector.failed if hosts.get(i.host, {}).get("failed", 1) > 0]
+    unreachable = [i for i in collector.unreachable if hosts.get(i.host, {}).get("unreachable", 1)]
+    report: dict = {
+        "schema": REPORT_SCHEMA,
+        "gpuhost_version": __version__,
+        "command": request.command,
+        "status": None,  # set below from the results; kept near the top for readers
+        "error": None,
+        "argv": redact_argv(argv),
+        "project_dir": str(project.root),
+        "playbook": str(request.playbook),
+        "inventory": [str(p) for p in request.inventories],
+        "limit": request.limit,
+        "tags": request.tags,
+        "skip_tags": request.skip_tags,
+        "check": request.check,
+        "extra_vars": redact_vars(request.extra_vars),
+        "started_at": outcome.started_at.isoformat(timespec="seconds"),
+        "finished_at": outcome.finished_at.isoformat(timespec="seconds"),
+        "duration_s": outcome.duration_s,
+        "rc": outcome.rc,
+        "hosts": hosts,
+        "failed_tasks": [i.as_dict() for i in failed],
+        "unreachable": [i.as_dict() for i in unreachable],
+        "changed_tasks": [c.as_dict() for c in collector.changed],
+        "reboot_required": sorted(h for h, needed in collector.reboot.items() if needed),
+        "findings": findings.normalize_all(collector.findings),
+        "run_dir": str(run_dir.path),
+        "artifacts": str(run_dir.runner_dir / "artifacts"),
+    }
+    report["status"], report["error"] = run_status(report, outcome)
+    if collector.handler_errors:
+        report["internal_errors"] = collector.handler_errors[:10]
+    return report
+
+
+def write_report(run_dir: RunDir, report: dict) -> None:
+    tmp = run_dir.report_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    os.replace(tmp, run_dir.report_path)
+    _point_latest(run_dir)
+
+
+def _point_latest(run_dir: RunDir) -> None:
+    """runs/latest -> the newest run, for `gpuhost report` and for people."""
+    link = run_dir.path.parent / "latest"
+    tmp = run_dir.path.parent / f".latest.{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_dir.path.name)
+        os.replace(tmp, link)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a convenience only; the run record itself is complete

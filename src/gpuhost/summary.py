@@ -1,0 +1,117 @@
+"""The end-of-run summary on stdout: per-host table, then what a person must act on."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpuhost.events import COUNTERS
+
+_STYLE = {"changed": "yellow", "failed": "red", "unreachable": "red", "ok": "green"}
+_DIFF_STYLE = {"+": "green", "-": "red", "@": "cyan"}
+# A diff longer than this is cut on screen; report.json keeps it whole.
+_DIFF_SCREEN_LINES = 40
+
+
+def _indented(console: Console, text: str, indent: str, style: str = "") -> None:
+    for line in text.splitlines() or [""]:
+        console.print(Text(indent + line, style=style), soft_wrap=True)
+
+
+def print_host_table(console: Console, hosts: dict[str, dict[str, int]]) -> None:
+    # A light box and an unwrapped host column keep host names whole in an 80-column log.
+    table = Table(
+        title="Hosts",
+        title_justify="left",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("host", no_wrap=True, min_width=max(map(len, hosts), default=4))
+    for name in COUNTERS:
+        table.add_column(name, justify="right")
+    for host, row in sorted(hosts.items()):
+        cells = [
+            Text(str(row.get(c, 0)), style=_STYLE.get(c, "") if row.get(c) else "")
+            for c in COUNTERS
+        ]
+        table.add_row(host, *cells)
+    console.print(table)
+
+
+def print_diff(console: Console, diff: str, indent: str) -> None:
+    lines = diff.splitlines()
+    for line in lines[:_DIFF_SCREEN_LINES]:
+        style = "" if line.startswith(("+++", "---")) else _DIFF_STYLE.get(line[:1], "")
+        console.print(Text(indent + line, style=style), soft_wrap=True)
+    if len(lines) > _DIFF_SCREEN_LINES:
+        console.print(
+            Text(
+                f"{indent}... {len(lines) - _DIFF_SCREEN_LINES} more lines in report.json",
+                style="dim",
+            )
+        )
+
+
+def print_changes(console: Console, report: dict, *, with_diff: bool) -> None:
+    """Per host, the tasks that changed (in check mode: would change)."""
+    by_host: dict[str, list[dict]] = {}
+    for change in report["changed_tasks"]:
+        by_host.setdefault(change["host"], []).append(change)
+    heading = "Would change (check mode):" if report["check"] else "Changed:"
+    if not by_host:
+        console.print(Text("Nothing would change." if report["check"] else "Nothing changed."))
+        return
+    console.print(Text(heading, style="bold"))
+    for host, changes in sorted(by_host.items()):
+        console.print(Text(f"  {host}: {len(changes)} task(s)", style="yellow"), soft_wrap=True)
+        for change in changes:
+            console.print(Text(f"    - {change['task']}"), soft_wrap=True)
+            if with_diff and change.get("diff"):
+                print_diff(console, change["diff"], "        ")
+
+
+def print_problems(console: Console, report: dict) -> None:
+    if report["failed_tasks"]:
+        console.print(Text("Failed tasks:", style="bold red"))
+        for item in report["failed_tasks"]:
+            console.print(
+                Text(f"  {item['host']}: task '{item['task']}' failed:", style="red"),
+                soft_wrap=True,
+            )
+            _indented(console, item["message"], "      ")
+    if report["unreachable"]:
+        console.print(Text("Unreachable hosts:", style="bold red"))
+        for item in report["unreachable"]:
+            console.print(Text(f"  {item['host']}: unreachable", style="red"), soft_wrap=True)
+            _indented(console, item["message"], "      ")
+    if report.get("error"):
+        console.print(Text("Error:", style="bold red"))
+        _indented(console, report["error"], "  ")
+
+
+def print_footer(console: Console, report: dict) -> None:
+    if report["reboot_required"]:
+        hosts = ", ".join(report["reboot_required"])
+        console.print(Text(f"Reboot required: {hosts}", style="bold yellow"), soft_wrap=True)
+    status = report["status"]
+    style = "bold green" if status == "successful" else "bold red"
+    mode = " (check mode)" if report["check"] and report["command"] != "check" else ""
+    console.print(
+        Text.assemble(
+            (f"{report['command']}{mode}: {status.upper()}", style),
+            f" in {report['duration_s']:.1f}s; record: {report['run_dir']}/report.json",
+        ),
+        soft_wrap=True,
+    )
+
+
+def print_summary(console: Console, report: dict, *, show_changes: bool) -> None:
+    if report["hosts"]:
+        print_host_table(console, report["hosts"])
+    if show_changes and report["hosts"]:
+        print_changes(console, report, with_diff=report["check"])
+    print_problems(console, report)

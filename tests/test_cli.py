@@ -1,0 +1,233 @@
+"""The gpuhost CLI end to end: the real console script, real ansible-runner, real Ansible.
+
+Hosts are `ansible_connection: local` (fast) or an ssh host on a closed loopback port
+(unreachable without any traffic leaving the machine). Run records go to tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuhost.findings import normalize
+from gpuhost.record import REDACTED, redact_argv
+
+GPUHOST = Path(sys.executable).parent / "gpuhost"
+PLAYBOOKS = Path(__file__).parent / "fixtures" / "playbooks"
+HOST = "testhost"
+
+
+def write_inventory(path: Path, hosts: dict[str, dict]) -> Path:
+    path.write_text(json.dumps({"all": {"hosts": hosts}}), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def local_inventory(tmp_path: Path) -> Path:
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    return write_inventory(tmp_path / "hosts.yml", {HOST: host})
+
+
+@pytest.fixture
+def gpuhost(tmp_path: Path):
+    runs = tmp_path / "runs"
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
+        full_env.update({"GPUHOST_RUNS_DIR": str(runs), "COLUMNS": "200", **(env or {})})
+        proc = subprocess.run(
+            [str(GPUHOST), *args],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=120,
+            check=False,
+        )
+        proc.output = proc.stdout + proc.stderr
+        assert "Traceback" not in proc.output
+        return proc
+
+    run.runs = runs
+    return run
+
+
+def latest_report(runs: Path) -> dict:
+    return json.loads((runs / "latest" / "report.json").read_text(encoding="utf-8"))
+
+
+def test_version(gpuhost):
+    proc = gpuhost("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("gpuhost ")
+
+
+def test_bad_inventory_path_exits_2_naming_it(gpuhost, tmp_path):
+    missing = tmp_path / "no-such-inventory"
+    proc = gpuhost("provision", "-i", str(missing))
+    assert proc.returncode == 2
+    assert f"inventory not found: {missing}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not gpuhost.runs.exists(), "a usage error must not leave a run record"
+
+
+def test_missing_playbook_exits_2(gpuhost, local_inventory):
+    proc = gpuhost("provision", "-i", str(local_inventory), "--playbook", "nope.yml")
+    assert proc.returncode == 2
+    assert "playbook not found: nope.yml" in proc.stderr
+
+
+def test_project_dir_without_site_exits_2(gpuhost, local_inventory, tmp_path):
+    proc = gpuhost("check", "-i", str(local_inventory), env={"GPUHOST_PROJECT_DIR": str(tmp_path)})
+    assert proc.returncode == 2
+    assert str(tmp_path) in proc.stderr and "GPUHOST_PROJECT_DIR" in proc.stderr
+
+
+def test_unreachable_host_exits_1(gpuhost, tmp_path):
+    # Port 1 on loopback is closed: ssh is refused at once and nothing leaves the machine.
+    inventory = write_inventory(
+        tmp_path / "hosts.yml",
+        {"sshhost": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1}},
+    )
+    proc = gpuhost(
+        "provision",
+        *("-i", str(inventory), "--playbook", str(PLAYBOOKS / "changes.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}"),
+    )
+    assert proc.returncode == 1
+    assert "sshhost: unreachable" in proc.stdout
+    assert "port 1" in proc.stdout
+    report = latest_report(gpuhost.runs)
+    assert report["status"] == "unreachable"
+    assert report["unreachable"][0]["host"] == "sshhost"
+    assert report["hosts"]["sshhost"]["unreachable"] == 1
+
+
+def test_failing_task_names_task_and_message(gpuhost, local_inventory):
+    proc = gpuhost(
+        "provision", "-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "failing.yml")
+    )
+    assert proc.returncode == 1
+    assert f"{HOST}: task 'Refuse the bad value' failed:" in proc.stdout
+    assert "gpuhost_test_value 'banana' is not one of: a, b" in proc.stdout
+    report = latest_report(gpuhost.runs)
+    assert report["status"] == "failed"
+    assert report["failed_tasks"] == [
+        {
+            "host": HOST,
+            "task": "Refuse the bad value",
+            "play": "Fail on purpose",
+            "message": "gpuhost_test_value 'banana' is not one of: a, b",
+        }
+    ]
+
+
+def test_success_writes_report(gpuhost, local_inventory, tmp_path):
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "changes.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}"),
+    )
+    assert proc.returncode == 0, proc.output
+    assert (tmp_path / f"{HOST}.marker").is_file()
+    report = latest_report(gpuhost.runs)
+    assert report["status"] == "successful"
+    assert report["command"] == "provision" and report["check"] is False
+    assert report["hosts"][HOST]["ok"] == 2
+    assert report["hosts"][HOST]["changed"] == 1
+    assert report["hosts"][HOST]["failed"] == 0
+    assert report["duration_s"] > 0
+    assert report["inventory"] == [str(local_inventory)]
+    assert report["changed_tasks"][0]["task"] == "Write the marker file"
+    assert report["reboot_required"] == [HOST]
+    run_dir = Path(report["run_dir"])
+    assert run_dir.parent == gpuhost.runs
+    assert (run_dir / "runner" / "artifacts" / "ansible" / "job_events").is_dir()
+    assert "Reboot required: testhost" in proc.stdout
+
+
+def test_json_prints_the_report(gpuhost, local_inventory):
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "failing.yml"), "--json"),
+    )
+    assert proc.returncode == 1
+    printed = json.loads(proc.stdout)
+    assert printed == latest_report(gpuhost.runs)
+    assert printed["failed_tasks"][0]["task"] == "Refuse the bad value"
+
+
+def test_check_lists_would_change_tasks_and_changes_nothing(gpuhost, local_inventory, tmp_path):
+    proc = gpuhost(
+        "check",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "changes.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}"),
+    )
+    assert proc.returncode == 0, proc.output
+    assert not (tmp_path / f"{HOST}.marker").exists()
+    assert "Would change (check mode):" in proc.stdout
+    assert "- Write the marker file" in proc.stdout
+    assert "+gpuhost test marker" in proc.stdout  # the diff
+    report = latest_report(gpuhost.runs)
+    assert report["check"] is True
+    assert "+gpuhost test marker" in report["changed_tasks"][0]["diff"]
+
+
+def test_check_prints_findings_and_fails_on_a_fail(gpuhost, local_inventory):
+    proc = gpuhost(
+        "check", "-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "findings.yml")
+    )
+    assert proc.returncode == 1
+    lines = [line for line in proc.stdout.splitlines() if line[:4] in ("PASS", "WARN", "FAIL")]
+    assert len(lines) == 3
+    assert lines[0].split()[:3] == ["PASS", HOST, "os:"]
+    assert lines[1].startswith("WARN") and "fix: enable Above 4G decoding" in lines[1]
+    assert lines[2].startswith("FAIL") and "disk: 20 GiB free" in lines[2]
+    report = latest_report(gpuhost.runs)
+    assert report["status"] == "failed"
+    assert [f["status"] for f in report["findings"][HOST]] == ["pass", "warn", "fail"]
+
+
+def test_no_matching_host_exits_2(gpuhost, local_inventory):
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--limit", "nosuchhost"),
+        *("--playbook", str(PLAYBOOKS / "failing.yml")),
+    )
+    assert proc.returncode == 2
+    assert "no hosts to target" in proc.stdout
+
+
+def test_secrets_stay_out_of_the_run_record(gpuhost, local_inventory, tmp_path):
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "changes.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}", "-e", "hf_token=cli-secret-value"),
+        env={"HF_TOKEN": "env-secret-value"},
+    )
+    assert proc.returncode == 0, proc.output
+    for path in gpuhost.runs.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "secret-value" not in text, path
+
+
+def test_redact_argv_hides_secret_extra_vars():
+    argv = ["-e", "api_key=x", "--extra-vars=hf_token=y", "-eplain=z", "-e", '{"password": 1}']
+    assert redact_argv(argv) == [
+        "-e",
+        f"api_key={REDACTED}",
+        f"--extra-vars=hf_token={REDACTED}",
+        "-eplain=z",
+        "-e",
+        json.dumps({"password": REDACTED}),
+    ]
+
+
+def test_malformed_finding_counts_as_fail():
+    assert normalize([{"check": "x", "status": "bogus"}])[0]["status"] == "fail"
+    assert normalize("not a list")[0]["message"].startswith("malformed finding")
