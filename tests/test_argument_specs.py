@@ -37,7 +37,7 @@ def test_specs_equal_defaults(role: Path):
             )
         else:
             assert "default" not in spec, (
-                f"{role.name}: {name} declares a default the role does not ship in defaults/main.yml"
+                f"{role.name}: {name} declares a default that defaults/main.yml lacks"
             )
 
 
