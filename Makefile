@@ -23,7 +23,7 @@ help:
 
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@test -x $(VENV)/bin/uv || $(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	@VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/uv pip install -q -e '.[test]'
 	@touch $@
 
