@@ -17,8 +17,14 @@ docker run -d --name "$name" --hostname "$name" \
   -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
   --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
   "$image" /lib/systemd/systemd >/dev/null
-state=$(docker exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
-echo "    systemd in the sandbox: $state"
+# systemd needs a moment before it answers at all; then wait until it settles.
+state=unknown
+for _ in $(seq 1 30); do
+  state=$(docker exec "$name" systemctl is-system-running --wait 2>/dev/null) && break
+  [ -n "$state" ] && break
+  sleep 1
+done
+echo "    systemd in the sandbox: ${state:-not answering}"
 
 latest_report() { ls -1d runs/*/ 2>/dev/null | sort | tail -n 1; }
 
