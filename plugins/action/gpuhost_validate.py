@@ -1,0 +1,108 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Action plugin: validate every user-facing variable of every role before any change.
+
+Runs on the controller (no module is sent to the host): it reads roles/*/meta/
+argument_specs.yml and validation/constraints.yml, templates the values the inventory
+defines, and fails with one line per bad variable. The logic lives in
+plugins/module_utils/gpuhost_validate.py (unit-tested in tests/test_validate.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import yaml
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+DOCUMENTATION = r"""
+---
+action: gpuhost_validate
+short_description: Validate all gpuhost role variables against argument specs and constraints
+options:
+  roles_dir:
+    description: Directory holding the roles whose meta/argument_specs.yml are read.
+    type: path
+    default: roles/ beside this plugin's repository
+  constraints_file:
+    description: Extra constraints (ranges, patterns, rules across variables).
+    type: path
+    default: validation/constraints.yml beside this plugin's repository
+"""
+
+_REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _logic():
+    # Custom module_utils are shipped to hosts with modules, but are not importable from
+    # controller plugins outside a collection: load the pure module by path.
+    path = os.path.join(_REPO, "plugins", "module_utils", "gpuhost_validate.py")
+    spec = importlib.util.spec_from_file_location("gpuhost_validate_logic", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_yaml(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = self._task.args
+        roles_dir = args.get("roles_dir") or os.path.join(_REPO, "roles")
+        constraints_file = args.get("constraints_file") or os.path.join(
+            _REPO, "validation", "constraints.yml"
+        )
+        logic = _logic()
+        try:
+            specs = logic.load_role_specs(roles_dir, _load_yaml)
+            constraints = _load_yaml(constraints_file) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise AnsibleError(f"gpuhost_validate: cannot read the specs: {exc}") from exc
+
+        names = set()
+        for options in specs.values():
+            names.update(options)
+        names.update((constraints.get("variables") or {}).keys())
+        for rule in constraints.get("rules") or []:
+            names.update(v for k, v in rule.items() if k in ("left", "right", "if", "then"))
+        # Candidates for the typo check: anything that looks like a role's variable.
+        prefixes = tuple(f"{role}_" for role in specs)
+        names.update(n for n in task_vars if isinstance(n, str) and n.startswith(prefixes))
+
+        values, errors = {}, []
+        for name in sorted(names):
+            if name not in task_vars:
+                continue
+            try:
+                values[name] = self._templar.template(task_vars[name])
+            except Exception as exc:  # any templating failure is a bad user value
+                errors.append(
+                    f"{name}: got a template that does not render ({exc}); "
+                    "allowed: a value or a template over defined variables"
+                )
+        found, warnings, checked = logic.validate(specs, constraints, values)
+        errors.extend(found)
+        for line in warnings:
+            self._display.warning(f"gpuhost_validate: {line}")
+
+        result.update(changed=False, checked=checked, warnings_found=warnings)
+        if errors:
+            result["failed"] = True
+            result["errors"] = errors
+            result["msg"] = f"{len(errors)} invalid setting(s), nothing was changed:\n" + "\n".join(
+                errors
+            )
+        else:
+            result["msg"] = f"{len(checked)} setting(s) valid"
+        return result

@@ -1,0 +1,53 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Filters that turn gpuhost facts into findings (docs/facts.md).
+
+The decisions live in plugins/module_utils (gpuhost_preflight, gpuhost_proxmox) with unit
+tests; these filters only expose them to the roles. Controller-side plugins cannot import
+custom module_utils outside a collection, so the modules are loaded by path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+_UTILS = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(
+        f"_gpuhost_{name}", os.path.join(_UTILS, f"{name}.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_preflight = _load("gpuhost_preflight")
+_proxmox = _load("gpuhost_proxmox")
+
+
+def gpuhost_preflight_findings(gpu, host, requirements):
+    """gpuhost_gpu | gpuhost_preflight_findings(gpuhost_host, {...requirements})"""
+    return _preflight.preflight_findings(dict(gpu), dict(host), dict(requirements))
+
+
+def gpuhost_proxmox_findings(gpu, host, dmesg=None, xid_fail_codes=None):
+    """gpuhost_gpu | gpuhost_proxmox_findings(gpuhost_host, dmesg_text_or_none, [79, ...])"""
+    codes = _proxmox.DEFAULT_XID_FAIL if xid_fail_codes is None else xid_fail_codes
+    return _proxmox.proxmox_findings(dict(gpu), dict(host), dmesg, [int(c) for c in codes])
+
+
+def gpuhost_merge_findings(existing, new, prefix):
+    """Replace the findings whose check starts with prefix; keep everyone else's."""
+    return _preflight.merge_findings(list(existing or []), list(new), prefix)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpuhost_preflight_findings": gpuhost_preflight_findings,
+            "gpuhost_proxmox_findings": gpuhost_proxmox_findings,
+            "gpuhost_merge_findings": gpuhost_merge_findings,
+        }

@@ -1,0 +1,501 @@
+# Parsers for nvidia-smi output and the NVIDIA driver's /proc files, and the collector that
+# builds the `gpuhost_gpu` fact (schema: docs/facts.md).
+#
+# Formats relied on (../shared/REFERENCE.md §5; NVIDIA nvidia-smi(1) and the XML DTD
+# nvsmi_device_v12/v13.dtd that ships with the driver):
+#   nvidia-smi -q -x            XML, <nvidia_smi_log><gpu id=...>...</gpu></nvidia_smi_log>
+#   nvidia-smi topo -m          tab-separated matrix, legend X SYS NODE PHB PXB PIX NV#
+#   nvidia-smi topo -p2p r|w    tab-separated matrix, legend X OK CNS GNS TNS NS U
+#   /proc/driver/nvidia/version "NVRM version: NVIDIA UNIX Open Kernel Module ..." for the
+#                               open module, "... x86_64 Kernel Module ..." otherwise
+# Everything here is pure (text in, dict out) except collect_gpu, which only talks to the
+# world through a probe object (see gpuhost_hostfacts.Probe), so tests feed recorded output.
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+UNKNOWN = "unknown"
+NA = "n/a"
+
+# NCCL's path ranking, best first (NVIDIA/nccl src/graph/paths.cc; REFERENCE §4). NV# is
+# ranked as one class: any NVLink bond beats any PCIe path.
+PATH_RANK = {"X": -1, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+P2P_CODES = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")
+
+_NA_VALUES = {"N/A", "", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error"}
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+
+
+def _text(node, path):
+    """Text of a child element, stripped; None when absent or not applicable."""
+    if node is None:
+        return None
+    child = node.find(path)
+    if child is None or child.text is None:
+        return None
+    value = child.text.strip()
+    return None if value in _NA_VALUES else value
+
+
+def _leading_int(value):
+    """'143771 MiB' -> 143771, '16x' -> 16, None/'N/A' -> None."""
+    if value is None:
+        return None
+    match = re.match(r"\s*(\d+)", value)
+    return int(match.group(1)) if match else None
+
+
+def _enabled(value):
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered == "enabled":
+        return True
+    if lowered == "disabled":
+        return False
+    return None
+
+
+def driver_branch(version):
+    """'580.159.04' -> 580; anything unparsable -> 'unknown'."""
+    match = re.match(r"\s*(\d+)\.", version or "")
+    return int(match.group(1)) if match else UNKNOWN
+
+
+def version_tuple(version):
+    """'580.159.04' -> (580, 159, 4) for comparisons; non-numeric parts end the tuple."""
+    parts = []
+    for piece in str(version).strip().split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    return tuple(parts)
+
+
+# --------------------------------------------------------------------------------------
+# nvidia-smi -q -x
+
+
+def parse_query_xml(text):
+    """Parse `nvidia-smi -q -x`. Returns {driver_version, cuda_version, gpus, unknown}.
+
+    Values that are absent or N/A in the XML become 'unknown' with a reason, so a driver
+    that drops a field (the DTD changes between branches) degrades instead of crashing.
+    """
+    root = ET.fromstring(text)
+    unknown = {}
+    result = {
+        "driver_version": _text(root, "driver_version") or UNKNOWN,
+        "cuda_version": _text(root, "cuda_version") or UNKNOWN,
+        "gpus": [],
+        "unknown": unknown,
+    }
+    if result["driver_version"] == UNKNOWN:
+        unknown["driver.version"] = "driver_version missing from nvidia-smi -q -x"
+    if result["cuda_version"] == UNKNOWN:
+        unknown["driver.cuda_driver_version"] = "cuda_version missing from nvidia-smi -q -x"
+
+    for position, gpu in enumerate(root.findall("gpu")):
+        where = f"gpus.{position}"
+        # minor_number is the /dev/nvidiaN number, not the CUDA/nvidia-smi index; the
+        # index is the position in this list (nvidia-smi orders by PCI bus id, as -i does).
+        pci = gpu.find("pci")
+        gen = pci.find("pci_gpu_link_info/pcie_gen") if pci is not None else None
+        widths = pci.find("pci_gpu_link_info/link_widths") if pci is not None else None
+
+        entry = {
+            "index": position,
+            "name": _text(gpu, "product_name") or UNKNOWN,
+            "architecture": _text(gpu, "product_architecture") or UNKNOWN,
+            "uuid": _text(gpu, "uuid") or UNKNOWN,
+            "pci_bus_id": _text(pci, "pci_bus_id") or gpu.get("id") or UNKNOWN,
+            # Filled from --query-gpu=compute_cap: the XML does not carry it.
+            "compute_capability": UNKNOWN,
+            "memory_total_mib": _leading_int(_text(gpu, "fb_memory_usage/total")),
+            "bar1_total_mib": _leading_int(_text(gpu, "bar1_memory_usage/total")),
+            "pcie": {
+                "gen_current": _leading_int(_text(gen, "current_link_gen")),
+                "gen_max": _leading_int(_text(gen, "max_link_gen")),
+                "gen_device_max": _leading_int(_text(gen, "max_device_link_gen")),
+                "width_current": _leading_int(_text(widths, "current_link_width")),
+                "width_max": _leading_int(_text(widths, "max_link_width")),
+            },
+            "persistence_mode": _enabled(_text(gpu, "persistence_mode")),
+            "ecc": _ecc(gpu),
+            "virtualization_mode": _text(gpu, "gpu_virtualization_mode/virtualization_mode")
+            or UNKNOWN,
+        }
+        for key in ("name", "uuid", "pci_bus_id", "architecture", "virtualization_mode"):
+            if entry[key] == UNKNOWN:
+                unknown[f"{where}.{key}"] = f"{key} missing or N/A in nvidia-smi -q -x"
+        for key in ("memory_total_mib", "bar1_total_mib", "persistence_mode"):
+            if entry[key] is None:
+                entry[key] = UNKNOWN
+                unknown[f"{where}.{key}"] = f"{key} missing or N/A in nvidia-smi -q -x"
+        for key, value in list(entry["pcie"].items()):
+            if value is None:
+                entry["pcie"][key] = UNKNOWN
+                unknown[f"{where}.pcie.{key}"] = "missing or N/A in nvidia-smi -q -x"
+        entry["pcie"].update(pcie_degradation(entry["pcie"]))
+        result["gpus"].append(entry)
+    return result
+
+
+def _ecc(gpu):
+    current = _text(gpu, "ecc_mode/current_ecc")
+    if current is None:
+        # Consumer GPUs print N/A: ECC does not exist there, it is not unknown.
+        return NA if gpu.find("ecc_mode/current_ecc") is not None else UNKNOWN
+    flag = _enabled(current)
+    if flag is None:
+        return UNKNOWN
+    return "enabled" if flag else "disabled"
+
+
+def pcie_degradation(link):
+    """Judge a link: width below max, or a link gen capped below what the GPU can do.
+
+    gen_current below gen_max is not judged: idle GPUs drop to Gen1 to save power and
+    return to full speed under load (REFERENCE §5), so it is not a fault at preflight time.
+    """
+    reasons = []
+    width_cur, width_max = link.get("width_current"), link.get("width_max")
+    if isinstance(width_cur, int) and isinstance(width_max, int) and width_cur < width_max:
+        reasons.append(f"width x{width_cur} of x{width_max}")
+    gen_max, gen_dev = link.get("gen_max"), link.get("gen_device_max")
+    if isinstance(gen_max, int) and isinstance(gen_dev, int) and gen_max < gen_dev:
+        reasons.append(f"link capped at Gen{gen_max}, GPU can do Gen{gen_dev}")
+    return {"degraded": bool(reasons), "degraded_reason": "; ".join(reasons)}
+
+
+# --------------------------------------------------------------------------------------
+# nvidia-smi --query-gpu=index,pci.bus_id,compute_cap --format=csv,noheader
+
+
+def parse_compute_caps(text):
+    """Map PCI bus id (upper case) -> compute capability string ('9.0')."""
+    caps = {}
+    for line in (text or "").splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 3 or not fields[0].isdigit():
+            continue
+        cap = fields[2]
+        if re.fullmatch(r"\d+\.\d+", cap):
+            caps[fields[1].upper()] = cap
+    return caps
+
+
+# --------------------------------------------------------------------------------------
+# nvidia-smi topo -m / topo -p2p r|w
+
+
+def _split_row(line):
+    if "\t" in line:
+        return [cell.strip() for cell in line.split("\t")]
+    return [cell.strip() for cell in re.split(r"\s{2,}", line.strip())]
+
+
+# nvidia-smi 580 underlines the topo header with ANSI SGR codes even when stdout is a pipe
+# (seen on the real 2x H200 run, tests/fixtures/gpu-hosts/h200x2-real-preflight/raw.txt).
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _table_lines(text):
+    """Lines of the matrix: everything before the 'Legend' block, ANSI codes removed."""
+    lines = []
+    for line in _ANSI.sub("", text or "").splitlines():
+        if line.strip().startswith("Legend") or line.strip().startswith("NIC Legend"):
+            break
+        if line.strip():
+            lines.append(line)
+    return lines
+
+
+def parse_topo_matrix(text):
+    """Parse `nvidia-smi topo -m` into GPU labels, the GPU x GPU matrix and affinities.
+
+    NIC rows and columns (NIC0, mlx5_0) are dropped: the fact is about GPU pairs. Columns
+    after the matrix are matched by header name, so the extra empty cell some driver
+    versions print before 'GPU NUMA ID' does not shift them.
+    """
+    lines = _table_lines(text)
+    if not lines:
+        raise ValueError("no matrix found in nvidia-smi topo -m output")
+    header = [cell for cell in _split_row(lines[0]) if cell]
+    device_cols = [h for h in header if re.fullmatch(r"(GPU\d+|NIC\d+|mlx\S+)", h)]
+    extra_cols = header[len(device_cols) :]
+    gpu_labels = [h for h in device_cols if h.startswith("GPU")]
+    if not gpu_labels:
+        raise ValueError(f"no GPU labels in the topo -m header: {lines[0]!r}")
+    rows = {}
+    extras = {}
+    for line in lines[1:]:
+        cells = _split_row(line)
+        label = cells[0]
+        if not re.fullmatch(r"GPU\d+", label):
+            continue
+        values = cells[1 : 1 + len(device_cols)]
+        rest = [c for c in cells[1 + len(device_cols) :] if c]
+        rows[label] = dict(zip(device_cols, values, strict=False))
+        extras[label] = dict(zip(extra_cols, rest, strict=False))
+    matrix = [[rows.get(r, {}).get(c, "U") or "U" for c in gpu_labels] for r in gpu_labels]
+    cpu_affinity = [extras.get(r, {}).get("CPU Affinity", NA) for r in gpu_labels]
+    numa = []
+    for r in gpu_labels:
+        value = extras.get(r, {}).get("NUMA Affinity", NA)
+        numa.append(int(value) if value.isdigit() else NA)
+    return {
+        "labels": gpu_labels,
+        "matrix": matrix,
+        "cpu_affinity": [c if c not in ("N/A", "") else NA for c in cpu_affinity],
+        "numa_affinity": numa,
+    }
+
+
+def path_class(cell):
+    """'NV18' -> 'NV'; 'SYS' -> 'SYS'; unknown codes -> None."""
+    if re.fullmatch(r"NV\d+", cell):
+        return "NV"
+    return cell if cell in PATH_RANK else None
+
+
+def summarize_topology(matrix):
+    """NVLink presence and the worst pair type, NCCL-ranked (docs/facts.md)."""
+    cells = [cell for i, row in enumerate(matrix) for j, cell in enumerate(row) if i != j]
+    nvlink = any(path_class(c) == "NV" for c in cells)
+    known = [c for c in cells if path_class(c) is not None]
+    if not cells:
+        worst = NA
+    elif len(known) < len(cells):
+        worst = UNKNOWN
+    else:
+        worst = max(known, key=lambda c: (PATH_RANK[path_class(c)], -_nv_links(c)))
+    return {"nvlink": nvlink, "worst_path": worst}
+
+
+def _nv_links(cell):
+    match = re.fullmatch(r"NV(\d+)", cell)
+    return int(match.group(1)) if match else 0
+
+
+def parse_p2p_matrix(text):
+    """Parse `nvidia-smi topo -p2p r|w` into a GPU x GPU list of codes."""
+    lines = _table_lines(text)
+    if not lines:
+        raise ValueError("no matrix found in nvidia-smi topo -p2p output")
+    header = [cell for cell in _split_row(lines[0]) if cell]
+    labels = [h for h in header if re.fullmatch(r"GPU\d+", h)]
+    if not labels:
+        raise ValueError(f"no GPU labels in the topo -p2p header: {lines[0]!r}")
+    rows = {}
+    for line in lines[1:]:
+        cells = [c for c in _split_row(line) if c]
+        if cells and re.fullmatch(r"GPU\d+", cells[0]):
+            rows[cells[0]] = cells[1 : 1 + len(labels)]
+    matrix = []
+    for label in labels:
+        row = rows.get(label, [])
+        row = row + ["U"] * (len(labels) - len(row))
+        matrix.append([c if c in P2P_CODES else "U" for c in row])
+    return matrix
+
+
+def summarize_p2p(read, write):
+    """all_ok and status over the off-diagonal pairs of the read and write matrices."""
+    n = len(read)
+    if n < 2:
+        return {"all_ok": False, "status": NA}
+    if len(write) != n:
+        return {"all_ok": False, "status": UNKNOWN}
+    pairs = [
+        read[i][j] == "OK" and write[i][j] == "OK" for i in range(n) for j in range(n) if i != j
+    ]
+    if all(pairs):
+        return {"all_ok": True, "status": "ok"}
+    if any(pairs):
+        return {"all_ok": False, "status": "partial"}
+    return {"all_ok": False, "status": "none"}
+
+
+# --------------------------------------------------------------------------------------
+# driver flavour
+
+
+def parse_proc_driver_version(text):
+    """/proc/driver/nvidia/version -> {module: open|proprietary|unknown, version}."""
+    first = (text or "").splitlines()[0] if text else ""
+    version_match = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", first + " ")
+    if "Open Kernel Module" in first:
+        module = "open"
+    elif "Kernel Module" in first:
+        module = "proprietary"
+    else:
+        module = UNKNOWN
+    return {"module": module, "version": version_match.group(1) if version_match else UNKNOWN}
+
+
+def module_from_license(license_text):
+    """`modinfo -F license nvidia`: the open module is 'Dual MIT/GPL' (REFERENCE §5)."""
+    value = (license_text or "").strip()
+    if value == "Dual MIT/GPL":
+        return "open"
+    if value == "NVIDIA":
+        return "proprietary"
+    return UNKNOWN
+
+
+# --------------------------------------------------------------------------------------
+# collector
+
+
+def empty_gpu_fact():
+    return {
+        "present": False,
+        "driver": {
+            "loaded": False,
+            "version": UNKNOWN,
+            "branch": UNKNOWN,
+            "module": UNKNOWN,
+            "cuda_driver_version": UNKNOWN,
+        },
+        "count": 0,
+        "gpus": [],
+        "pci_devices": [],
+        "topology": {
+            "labels": [],
+            "matrix": [],
+            "nvlink": False,
+            "worst_path": UNKNOWN,
+            "cpu_affinity": [],
+            "numa_affinity": [],
+        },
+        "p2p": {"read": [], "write": [], "all_ok": False, "status": UNKNOWN},
+        "unknown": {},
+    }
+
+
+def collect_gpu(probe, nvidia_smi="nvidia-smi", pci_devices=None):
+    """Build `gpuhost_gpu` through `probe` (run/read). Never raises on host problems."""
+    fact = empty_gpu_fact()
+    unknown = fact["unknown"]
+    fact["pci_devices"] = list(pci_devices or [])
+
+    rc, out, err = probe.run([nvidia_smi, "-q", "-x"])
+    if rc is None or rc != 0:
+        reason = _why(nvidia_smi, rc, out, err)
+        for key in ("driver.version", "driver.cuda_driver_version", "driver.branch"):
+            unknown[key] = reason
+        unknown["gpus"] = reason
+        unknown["topology"] = reason
+        unknown["p2p"] = reason
+        fact["count"] = len(fact["pci_devices"])
+        fact["present"] = bool(fact["pci_devices"])
+        _driver_flavour(probe, fact)
+        return fact
+
+    try:
+        parsed = parse_query_xml(out)
+    except ET.ParseError as exc:
+        reason = f"nvidia-smi -q -x output is not XML: {exc}"
+        unknown.update({"driver.version": reason, "gpus": reason})
+        fact["count"] = len(fact["pci_devices"])
+        fact["present"] = bool(fact["pci_devices"])
+        _driver_flavour(probe, fact)
+        return fact
+
+    fact["driver"]["loaded"] = True
+    fact["driver"]["version"] = parsed["driver_version"]
+    fact["driver"]["branch"] = driver_branch(parsed["driver_version"])
+    fact["driver"]["cuda_driver_version"] = parsed["cuda_version"]
+    unknown.update(parsed["unknown"])
+    if fact["driver"]["branch"] == UNKNOWN:
+        unknown["driver.branch"] = "driver version not parsable"
+    fact["gpus"] = parsed["gpus"]
+    fact["count"] = len(parsed["gpus"])
+    fact["present"] = bool(parsed["gpus"]) or bool(fact["pci_devices"])
+    _driver_flavour(probe, fact)
+
+    rc, out, err = probe.run(
+        [nvidia_smi, "--query-gpu=index,pci.bus_id,compute_cap", "--format=csv,noheader"]
+    )
+    caps = parse_compute_caps(out) if rc == 0 else {}
+    for i, gpu in enumerate(fact["gpus"]):
+        cap = caps.get(str(gpu["pci_bus_id"]).upper())
+        if cap:
+            gpu["compute_capability"] = cap
+        else:
+            unknown[f"gpus.{i}.compute_capability"] = (
+                _why(nvidia_smi, rc, out, err) if rc != 0 else "compute_cap not reported"
+            )
+
+    if fact["count"] == 0:
+        fact["topology"]["worst_path"] = NA
+        fact["p2p"]["status"] = NA
+        return fact
+
+    rc, out, err = probe.run([nvidia_smi, "topo", "-m"])
+    if rc == 0:
+        try:
+            topo = parse_topo_matrix(out)
+            fact["topology"].update(topo)
+            fact["topology"].update(summarize_topology(topo["matrix"]))
+        except ValueError as exc:
+            unknown["topology"] = str(exc)
+    else:
+        unknown["topology"] = _why(nvidia_smi, rc, out, err)
+
+    matrices = {}
+    for mode, key in (("r", "read"), ("w", "write")):
+        rc, out, err = probe.run([nvidia_smi, "topo", "-p2p", mode])
+        if rc != 0:
+            unknown[f"p2p.{key}"] = _why(nvidia_smi, rc, out, err)
+            continue
+        try:
+            matrices[key] = parse_p2p_matrix(out)
+        except ValueError as exc:
+            unknown[f"p2p.{key}"] = str(exc)
+    fact["p2p"]["read"] = matrices.get("read", [])
+    fact["p2p"]["write"] = matrices.get("write", [])
+    if fact["count"] < 2:
+        fact["p2p"].update({"all_ok": False, "status": NA})
+    elif "read" in matrices and "write" in matrices:
+        fact["p2p"].update(summarize_p2p(matrices["read"], matrices["write"]))
+    return fact
+
+
+def _driver_flavour(probe, fact):
+    """Open vs proprietary: /proc first (no tool needed), modinfo as the fallback."""
+    text = probe.read("/proc/driver/nvidia/version")
+    if text:
+        parsed = parse_proc_driver_version(text)
+        fact["driver"]["module"] = parsed["module"]
+        if fact["driver"]["version"] == UNKNOWN and parsed["version"] != UNKNOWN:
+            # Module loaded but nvidia-smi missing or broken: the version is still known.
+            fact["driver"]["version"] = parsed["version"]
+            fact["driver"]["branch"] = driver_branch(parsed["version"])
+            fact["unknown"].pop("driver.version", None)
+            fact["unknown"].pop("driver.branch", None)
+        if parsed["module"] != UNKNOWN:
+            return
+    rc, out, err = probe.run(["modinfo", "-F", "license", "nvidia"])
+    if rc == 0:
+        fact["driver"]["module"] = module_from_license(out)
+        if fact["driver"]["module"] == UNKNOWN:
+            fact["unknown"]["driver.module"] = f"unrecognised module license {out.strip()!r}"
+    else:
+        fact["unknown"]["driver.module"] = "/proc/driver/nvidia/version absent and " + _why(
+            "modinfo", rc, out, err
+        )
+
+
+def _why(tool, rc, out, err):
+    if rc is None:
+        return err or f"{tool} not found"
+    message = (err or out or "").strip().splitlines()
+    detail = message[0] if message else "no output"
+    return f"{tool} exited {rc}: {detail}"[:300]

@@ -1,0 +1,317 @@
+# One place that validates every user-facing variable of every role, before any change.
+#
+# Inputs: each role's meta/argument_specs.yml (types, choices, required, list elements: the
+# same file ansible-core uses for its own per-role check) plus validation/constraints.yml
+# (what argument specs cannot say: ranges, patterns, non-empty, and rules across variables
+# such as TP size against the GPU count). Output: error lines of the form
+#   <variable>: got <value>; allowed: <what is allowed> (<where the rule comes from>)
+# so a user can fix the inventory from the message alone (DESIGN.md invariants).
+#
+# Pure: values in, messages out. The action plugin gpuhost_validate feeds it task vars;
+# tests feed it dicts. Loaded on the controller by file path, so it imports nothing from
+# ansible.
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+
+# Spellings ansible-core accepts for booleans (module_utils/parsing/convert_bool.py); a
+# value from `-e name=value` arrives as a string.
+_TRUE = {"yes", "on", "1", "true", "y", "t"}
+_FALSE = {"no", "off", "0", "false", "n", "f"}
+_MISSING = object()
+
+
+class Invalid(Exception):
+    """A value that does not fit; the text says what was expected."""
+
+
+# --------------------------------------------------------------------------------------
+# loading
+
+
+def load_role_specs(roles_dir, load_yaml):
+    """{role: {variable: spec}} from roles/*/meta/argument_specs.yml (entry point main).
+
+    Every role directory is read, so a role added later is covered without touching this
+    code. `load_yaml(path)` is injected to keep this module free of a YAML dependency.
+    """
+    specs = {}
+    for role in sorted(os.listdir(roles_dir)):
+        path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+        if not os.path.isfile(path):
+            continue
+        data = load_yaml(path) or {}
+        entry = (data.get("argument_specs") or {}).get("main") or {}
+        specs[role] = entry.get("options") or {}
+    return specs
+
+
+# --------------------------------------------------------------------------------------
+# type checks (a close, stricter reading of ansible-core's check_type_*: nonsense such as
+# a list for an int or "eight" for an int fails; "8" from the command line is accepted)
+
+
+def _describe(value):
+    if value is None:
+        return "null"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_name(kind):
+    return {
+        "str": "a string",
+        "path": "a path string",
+        "int": "an integer",
+        "float": "a number",
+        "bool": "a boolean (true/false)",
+        "list": "a list",
+        "dict": "a mapping",
+    }.get(kind, kind)
+
+
+def convert(value, kind):
+    """Return value converted to `kind`, or raise Invalid."""
+    if kind in (None, "raw", "jsonarg", "json"):
+        return value
+    if kind in ("str", "path"):
+        if isinstance(value, (bool, list, dict)) or value is None:
+            raise Invalid(_type_name(kind))
+        if isinstance(value, (int, float)):
+            return str(value)
+        if isinstance(value, str):
+            return value
+        raise Invalid(_type_name(kind))
+    if kind == "int":
+        if isinstance(value, bool):
+            raise Invalid(_type_name(kind))
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
+            return int(value)
+        raise Invalid(_type_name(kind))
+    if kind == "float":
+        if isinstance(value, bool):
+            raise Invalid(_type_name(kind))
+        if isinstance(value, (int, float)):
+            result = float(value)
+        elif isinstance(value, str):
+            try:
+                result = float(value)
+            except ValueError as exc:
+                raise Invalid(_type_name(kind)) from exc
+        else:
+            raise Invalid(_type_name(kind))
+        if math.isnan(result) or math.isinf(result):
+            raise Invalid("a finite number")
+        return result
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (str, int)) and str(value).strip().lower() in _TRUE:
+            return True
+        if isinstance(value, (str, int)) and str(value).strip().lower() in _FALSE:
+            return False
+        raise Invalid(_type_name(kind))
+    if kind == "list":
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        raise Invalid(_type_name(kind))
+    if kind == "dict":
+        if isinstance(value, dict):
+            return value
+        raise Invalid(_type_name(kind))
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# constraints
+
+
+def _check_constraint(value, rule):
+    """Raise Invalid with the allowed range/shape when value breaks a constraint entry."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    bounds = []
+    if "min" in rule:
+        bounds.append(f">= {rule['min']}")
+    if "gt" in rule:
+        bounds.append(f"> {rule['gt']}")
+    if "max" in rule:
+        bounds.append(f"<= {rule['max']}")
+    if "lt" in rule:
+        bounds.append(f"< {rule['lt']}")
+    if bounds and number:
+        ok = (
+            ("min" not in rule or value >= rule["min"])
+            and ("gt" not in rule or value > rule["gt"])
+            and ("max" not in rule or value <= rule["max"])
+            and ("lt" not in rule or value < rule["lt"])
+        )
+        if not ok:
+            raise Invalid(rule.get("message") or "a number " + " and ".join(bounds))
+    if rule.get("nonempty") and (value is None or (hasattr(value, "__len__") and not value)):
+        raise Invalid(rule.get("message") or "a non-empty value")
+    if "pattern" in rule and isinstance(value, str) and not re.fullmatch(rule["pattern"], value):
+        raise Invalid(rule.get("message") or f"a string matching {rule['pattern']}")
+    if "min_length" in rule and hasattr(value, "__len__") and len(value) < rule["min_length"]:
+        raise Invalid(rule.get("message") or f"at least {rule['min_length']} item(s)")
+    if "elements" in rule and isinstance(value, list):
+        for item in value:
+            _check_constraint(item, rule["elements"])
+
+
+def _check_spec(value, spec):
+    """Type, elements and choices from an argument spec; returns the converted value."""
+    kind = spec.get("type", "str")
+    converted = convert(value, kind)
+    if kind == "list" and spec.get("elements"):
+        items = []
+        for item in converted:
+            try:
+                items.append(convert(item, spec["elements"]))
+            except Invalid as exc:
+                raise Invalid(f"a list of {exc}") from exc
+        converted = items
+    choices = spec.get("choices")
+    if choices is not None:
+        members = converted if kind == "list" else [converted]
+        for member in members:
+            if member not in choices:
+                shown = ", ".join(repr(c) if c == "" else str(c) for c in choices)
+                raise Invalid(f"one of {shown}" + (" (each item)" if kind == "list" else ""))
+    return converted
+
+
+def validate(specs, constraints, values):
+    """Validate `values` ({name: value}, only variables the user defined).
+
+    specs: {role: {name: argument spec}}; constraints: the parsed constraints file.
+    Returns (errors, warnings, checked) with errors/warnings as message lines.
+    """
+    errors, warnings = [], []
+    converted = {}
+    declared = {}
+    for role, options in specs.items():
+        for name, spec in options.items():
+            declared.setdefault(name, []).append((role, spec or {}))
+    extra = (constraints or {}).get("variables") or {}
+
+    for name in sorted(set(declared) | set(extra)):
+        value = values.get(name, _MISSING)
+        sources = declared.get(name, [])
+        if value is _MISSING:
+            for role, spec in sources:
+                if spec.get("required") and "default" not in spec:
+                    errors.append(f"{name}: not set; allowed: required by role {role}")
+                    break
+            continue
+        where = "validation/constraints.yml"
+        try:
+            current = value
+            for role, spec in sources:
+                where = f"role {role} argument_specs"
+                current = _check_spec(value, spec)
+            rule = extra.get(name) or {}
+            if "type" in rule and not sources:
+                current = _check_spec(value, {"type": rule["type"], **_spec_keys(rule)})
+            if rule:
+                where = "validation/constraints.yml"
+                if value is None and not rule.get("nonempty"):
+                    raise Invalid(_type_name(rule.get("type", "a value")))
+                _check_constraint(current, rule)
+            converted[name] = current
+        except Invalid as exc:
+            errors.append(f"{name}: got {_describe(value)}; allowed: {exc} ({where})")
+
+    for rule in (constraints or {}).get("rules") or []:
+        message = _check_rule(rule, converted, values)
+        if message:
+            errors.append(message)
+
+    warnings.extend(_unknown_names(values, declared, extra, specs))
+    return errors, warnings, sorted(converted)
+
+
+def _spec_keys(rule):
+    return {k: rule[k] for k in ("elements", "choices") if k in rule}
+
+
+# --------------------------------------------------------------------------------------
+# rules across variables
+
+
+def _number(name, converted, values):
+    value = converted.get(name, values.get(name, _MISSING))
+    if value is _MISSING:
+        return _MISSING
+    try:
+        return convert(value, "int")
+    except Invalid:
+        return None
+
+
+def _check_rule(rule, converted, values):
+    """Cross-variable rules; a rule whose variables are not all set does not apply."""
+    kind = rule.get("kind")
+    if kind in ("divides", "le"):
+        left, right = rule["left"], rule["right"]
+        a, b = _number(left, converted, values), _number(right, converted, values)
+        if a is _MISSING or b is _MISSING or a is None or b is None:
+            return None  # unset, or a type error already reported for that variable
+        if rule.get("ignore_zero") and 0 in (a, b):
+            return None
+        if kind == "le" and a > b:
+            return (
+                f"{left}: got {a}; allowed: at most {right} ({b})"
+                f"{_why(rule)} (validation/constraints.yml rule {rule.get('name', kind)})"
+            )
+        if kind == "divides" and (b % a != 0 if a else True):
+            divisors = [d for d in range(1, b + 1) if b % d == 0] if b > 0 else []
+            shown = ", ".join(str(d) for d in divisors) or "none"
+            return (
+                f"{left}: got {a}; allowed: a divisor of {right} ({b}): {shown}"
+                f"{_why(rule)} (validation/constraints.yml rule {rule.get('name', kind)})"
+            )
+        return None
+    if kind == "requires":
+        trigger, needed = rule["if"], rule["then"]
+        if trigger not in values:
+            return None
+        trigger_value = converted.get(trigger, values[trigger])
+        unless = rule.get("unless_in", [])
+        if not trigger_value or trigger_value in unless:
+            return None
+        needed_value = values.get(needed)
+        if needed_value in (None, "", [], {}):
+            return (
+                f"{needed}: got {_describe(needed_value)}; allowed: a non-empty value when "
+                f"{trigger} is {_describe(trigger_value)}{_why(rule)} "
+                f"(validation/constraints.yml rule {rule.get('name', kind)})"
+            )
+        return None
+    return f"validation/constraints.yml: rule {rule.get('name', '?')} has unknown kind {kind!r}"
+
+
+def _why(rule):
+    return f" - {rule['why']}" if rule.get("why") else ""
+
+
+def _unknown_names(values, declared, extra, specs):
+    """A variable that starts like a role's variables but is declared nowhere is probably
+    a typo, and a typo silently leaves the default in force: say so, with the near names."""
+    known = set(declared) | set(extra)
+    prefixes = tuple(f"{role}_" for role in specs if role not in ("base",))
+    out = []
+    for name in sorted(values):
+        if name in known or name.startswith("_") or not name.startswith(prefixes):
+            continue
+        near = difflib.get_close_matches(name, known, n=2, cutoff=0.8)
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+        out.append(f"{name}: not declared by any role's argument_specs{hint}")
+    return out

@@ -1,0 +1,119 @@
+#!/usr/bin/python
+# Copyright: gpuhost contributors
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Read NVIDIA GPU, driver, topology, P2P and host facts
+description:
+  - Collects the C(gpuhost_gpu) and C(gpuhost_host) facts documented in docs/facts.md from
+    C(nvidia-smi -q -x), C(nvidia-smi topo -m), C(nvidia-smi topo -p2p r|w), sysfs, /proc,
+    C(systemd-detect-virt), C(mokutil) and C(lspci).
+  - Read only; never reports a change and behaves the same in check mode.
+  - A missing tool or an unreadable source gives the value C(unknown) and a reason under
+    the fact's C(unknown) key; the module does not fail for it. With no NVIDIA driver
+    loaded it reports no GPUs from the driver and the NVIDIA devices on the PCI bus.
+options:
+  nvidia_smi:
+    description: Path or name of the nvidia-smi binary.
+    type: str
+    default: nvidia-smi
+  disk_paths:
+    description: Paths whose free space is reported under C(gpuhost_host.disk) (model and
+      cache paths; they need not exist yet).
+    type: list
+    elements: path
+    default: []
+  timeout:
+    description: Seconds any one command may run; a GPU that fell off the bus can hang
+      nvidia-smi.
+    type: int
+    default: 30
+author:
+  - gpuhost contributors
+"""
+
+EXAMPLES = r"""
+- name: Read GPU and host facts
+  gpu_facts:
+    disk_paths: [/var/cache/gpuhost]
+  register: _facts
+"""
+
+RETURN = r"""
+gpuhost_gpu:
+  description: GPUs, driver, topology and P2P (docs/facts.md).
+  returned: always
+  type: dict
+gpuhost_host:
+  description: Virtualisation, kernel, Secure Boot, hugepages, NUMA, disk, IOMMU, IB.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+from ansible.module_utils.gpuhost_hostfacts import (  # noqa: E402
+    Probe,
+    collect_host,
+    collect_pci_gpus,
+)
+from ansible.module_utils.gpuhost_nvsmi import (  # noqa: E402
+    UNKNOWN,
+    collect_gpu,
+    empty_gpu_fact,
+)
+
+
+def gather(probe, nvidia_smi, disk_paths, warn=lambda msg: None):
+    """Both facts; a bug in one collector degrades that fact to 'unknown', never the play."""
+    try:
+        pci_devices, pci_unknown = collect_pci_gpus(probe)
+    except Exception as exc:
+        pci_devices, pci_unknown = [], {"pci_devices": f"internal error: {exc!r}"}
+        warn(f"gpu_facts: reading PCI devices failed: {exc!r}")
+    try:
+        gpu = collect_gpu(probe, nvidia_smi=nvidia_smi, pci_devices=pci_devices)
+    except Exception as exc:
+        gpu = empty_gpu_fact()
+        gpu["pci_devices"] = pci_devices
+        gpu["count"] = len(pci_devices)
+        gpu["present"] = bool(pci_devices)
+        gpu["unknown"]["gpus"] = f"internal error: {exc!r}"
+        warn(f"gpu_facts: reading GPUs failed: {exc!r}")
+    gpu["unknown"].update(pci_unknown)
+    try:
+        host = collect_host(probe, disk_paths=disk_paths)
+    except Exception as exc:
+        host = {"virt": {}, "unknown": {"host": f"internal error: {exc!r}"}}
+        warn(f"gpu_facts: reading host facts failed: {exc!r}")
+    modes = [g["virtualization_mode"] for g in gpu["gpus"] if g["virtualization_mode"] != UNKNOWN]
+    if modes:
+        host["virt"]["gpu_passthrough"] = any(m == "Pass-Through" for m in modes)
+    else:
+        host["virt"]["gpu_passthrough"] = UNKNOWN
+        host["unknown"]["virt.gpu_passthrough"] = "no GPU reported a virtualization mode"
+    return gpu, host
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+            "disk_paths": {"type": "list", "elements": "path", "default": []},
+            "timeout": {"type": "int", "default": 30},
+        },
+        supports_check_mode=True,
+    )
+    if module.params["timeout"] < 1:
+        module.fail_json(msg=f"timeout: got {module.params['timeout']}; allowed: an int >= 1")
+    probe = Probe(timeout=module.params["timeout"])
+    gpu, host = gather(
+        probe, module.params["nvidia_smi"], module.params["disk_paths"], warn=module.warn
+    )
+    module.exit_json(changed=False, gpuhost_gpu=gpu, gpuhost_host=host)
+
+
+if __name__ == "__main__":
+    main()

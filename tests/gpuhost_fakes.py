@@ -1,0 +1,154 @@
+"""Test double for the machine: a Probe that answers from a recorded fixture directory.
+
+This is a stand-in for a real GPU host (no GPU is reachable where the tests run). It is
+used only by the tests; the product's Probe (plugins/module_utils/gpuhost_hostfacts.py)
+reads the real /proc, /sys and runs the real tools.
+
+Fixture layout (tests/fixtures/gpu-hosts/<name>/, each with a SOURCE.md):
+  nvidia-smi-q.xml        `nvidia-smi -q -x`          (absent: nvidia-smi not found)
+  query-gpu.csv           `nvidia-smi --query-gpu=index,pci.bus_id,compute_cap
+                          --format=csv,noheader`
+  topo-m.txt              `nvidia-smi topo -m`
+  topo-p2p-r.txt / -w.txt `nvidia-smi topo -p2p r` / `w`
+  lspci.txt               `lspci -D -nn -d 10de:`     (absent: lspci not found)
+  detect-virt-vm.txt      `systemd-detect-virt --vm`  (absent: not found; "none" exits 1)
+  detect-virt-container.txt
+  mokutil.txt             `mokutil --sb-state`
+  modinfo-license.txt     `modinfo -F license nvidia`
+  sysfs-pci.txt           one line per NVIDIA function, the shape printed by the capture
+                          loop in ../shared/fixtures/gpu-hosts/*/host-extra.txt
+  files/...               other files at their absolute paths (files/proc/meminfo, ...)
+  dirs.txt                extra directories that exist: "<path> <entry> <entry>..."
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "gpu-hosts"
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+_COMMANDS = {
+    ("nvidia-smi", "-q", "-x"): "nvidia-smi-q.xml",
+    ("nvidia-smi", "--query-gpu=index,pci.bus_id,compute_cap", "--format=csv,noheader"): (
+        "query-gpu.csv"
+    ),
+    ("nvidia-smi", "topo", "-m"): "topo-m.txt",
+    ("nvidia-smi", "topo", "-p2p", "r"): "topo-p2p-r.txt",
+    ("nvidia-smi", "topo", "-p2p", "w"): "topo-p2p-w.txt",
+    ("lspci", "-D", "-nn", "-d", "10de:"): "lspci.txt",
+    ("systemd-detect-virt", "--vm"): "detect-virt-vm.txt",
+    ("systemd-detect-virt", "--container"): "detect-virt-container.txt",
+    ("mokutil", "--sb-state"): "mokutil.txt",
+    ("modinfo", "-F", "license", "nvidia"): "modinfo-license.txt",
+}
+
+
+class StatResult:
+    def __init__(self, free_gib, total_gib):
+        self.f_frsize = 4096
+        self.f_bavail = free_gib * 2**30 // 4096
+        self.f_blocks = total_gib * 2**30 // 4096
+
+
+class FakeProbe:
+    """Same interface as gpuhost_hostfacts.Probe, answering from dicts."""
+
+    def __init__(self, files=None, dirs=None, links=None, commands=None, disks=None):
+        self.files = dict(files or {})
+        self.dirs = {k: list(v) for k, v in (dirs or {}).items()}
+        self.links = dict(links or {})
+        self.commands = dict(commands or {})
+        self.disks = dict(disks or {"/": (100, 200)})
+        self.calls = []
+
+    def read(self, path):
+        return self.files.get(path)
+
+    def read_bytes(self, path):
+        value = self.files.get(path)
+        return value.encode() if isinstance(value, str) else value
+
+    def listdir(self, path):
+        if path in self.dirs:
+            return sorted(self.dirs[path])
+        return None
+
+    def exists(self, path):
+        return path in self.files or path in self.dirs or path in self.disks
+
+    def readlink_name(self, path):
+        return self.links.get(path)
+
+    def run(self, argv):
+        self.calls.append(tuple(argv))
+        answer = self.commands.get(tuple(argv))
+        if answer is None:
+            return None, "", f"{argv[0]} not found"
+        return answer
+
+    def statvfs(self, path):
+        if path not in self.disks:
+            raise OSError(2, "No such file or directory")
+        return StatResult(*self.disks[path])
+
+
+def _sysfs_pci(text, files, dirs, links):
+    devices = dirs.setdefault("/sys/bus/pci/devices", [])
+    for line in text.splitlines():
+        match = re.match(r"/sys/bus/pci/devices/(\S+) (.*)", line)
+        if not match:
+            continue
+        bus_id, rest = match.groups()
+        fields = dict(re.findall(r"(\w+)=((?:[^=](?!\s\w+=))*[^=\s]?)", rest))
+        base = f"/sys/bus/pci/devices/{bus_id}"
+        devices.append(bus_id)
+        files[f"{base}/vendor"] = "0x10de\n"
+        files[f"{base}/class"] = fields.get("class", "") + "\n"
+        files[f"{base}/device"] = fields.get("device", "") + "\n"
+        files[f"{base}/numa_node"] = fields.get("numa", "-1") + "\n"
+        for key, prefix in (("cur", "current"), ("max", "max")):
+            speed, _, width = fields.get(key, "/").rpartition("/")
+            if speed:
+                files[f"{base}/{prefix}_link_speed"] = speed + "\n"
+            if width:
+                files[f"{base}/{prefix}_link_width"] = width + "\n"
+        if fields.get("driver"):
+            links[f"{base}/driver"] = fields["driver"]
+        if fields.get("iommu"):
+            links[f"{base}/iommu_group"] = fields["iommu"]
+
+
+def load_fixture(name, disks=None):
+    """FakeProbe for tests/fixtures/gpu-hosts/<name>."""
+    base = FIXTURES / name
+    files, dirs, links, commands = {}, {}, {}, {}
+    for argv, filename in _COMMANDS.items():
+        path = base / filename
+        if path.exists():
+            text = path.read_text()
+            rc = 1 if argv[0] == "systemd-detect-virt" and text.strip() == "none" else 0
+            if filename.startswith("topo") and text.startswith("RC="):
+                first, _, text = text.partition("\n")
+                rc = int(first[3:])
+            commands[argv] = (rc, text, "")
+    tree = base / "files"
+    if tree.is_dir():
+        for dirpath, _dirnames, filenames in os.walk(tree):
+            for filename in filenames:
+                full = Path(dirpath) / filename
+                files["/" + str(full.relative_to(tree))] = full.read_text()
+    if (base / "sysfs-pci.txt").exists():
+        _sysfs_pci((base / "sysfs-pci.txt").read_text(), files, dirs, links)
+    else:
+        dirs.setdefault("/sys/bus/pci/devices", [])
+    if (base / "dirs.txt").exists():
+        for line in (base / "dirs.txt").read_text().splitlines():
+            if line.strip():
+                path, *entries = line.split()
+                dirs[path] = entries
+    return FakeProbe(files, dirs, links, commands, disks)
