@@ -63,7 +63,7 @@ class FakeProbe:
         self.dirs = {k: list(v) for k, v in (dirs or {}).items()}
         self.links = dict(links or {})
         self.commands = dict(commands or {})
-        self.disks = dict(disks or {"/": (100, 200)})
+        self.disks = dict(disks if disks is not None else {"/": (100, 200)})
         self.calls = []
 
     def read(self, path):
@@ -79,7 +79,10 @@ class FakeProbe:
         return None
 
     def exists(self, path):
-        return path in self.files or path in self.dirs or path in self.disks
+        if path in self.files or path in self.dirs or path in self.disks:
+            return True
+        prefix = path.rstrip("/") + "/"
+        return any(f.startswith(prefix) for f in self.files)
 
     def readlink_name(self, path):
         return self.links.get(path)
@@ -104,7 +107,8 @@ def _sysfs_pci(text, files, dirs, links):
         if not match:
             continue
         bus_id, rest = match.groups()
-        fields = dict(re.findall(r"(\w+)=((?:[^=](?!\s\w+=))*[^=\s]?)", rest))
+        fields = dict(part.partition("=")[::2] for part in re.split(r"\s(?=\w+=)", rest))
+        fields = {key: value.strip() for key, value in fields.items()}
         base = f"/sys/bus/pci/devices/{bus_id}"
         devices.append(bus_id)
         files[f"{base}/vendor"] = "0x10de\n"

@@ -14,7 +14,7 @@ import importlib.util
 import os
 
 import yaml
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = r"""
@@ -76,6 +76,7 @@ class ActionModule(ActionBase):
         names.update((constraints.get("variables") or {}).keys())
         for rule in constraints.get("rules") or []:
             names.update(v for k, v in rule.items() if k in ("left", "right", "if", "then"))
+            names.update(rule.get("vars") or [])
         # Candidates for the typo check: anything that looks like a role's variable.
         prefixes = tuple(f"{role}_" for role in specs)
         names.update(n for n in task_vars if isinstance(n, str) and n.startswith(prefixes))
@@ -86,7 +87,13 @@ class ActionModule(ActionBase):
                 continue
             try:
                 values[name] = self._templar.template(task_vars[name])
-            except Exception as exc:  # any templating failure is a bad user value
+            except AnsibleUndefinedVariable as exc:
+                # e.g. a template over facts not gathered yet: its role checks it later.
+                self._display.warning(
+                    f"gpuhost_validate: {name} not checked here, its template needs a "
+                    f"variable that is not defined yet ({exc.message})"
+                )
+            except Exception as exc:  # any other templating failure is a bad user value
                 errors.append(
                     f"{name}: got a template that does not render ({exc}); "
                     "allowed: a value or a template over defined variables"
@@ -96,7 +103,7 @@ class ActionModule(ActionBase):
         for line in warnings:
             self._display.warning(f"gpuhost_validate: {line}")
 
-        result.update(changed=False, checked=checked, warnings_found=warnings)
+        result["changed"] = False
         if errors:
             result["failed"] = True
             result["errors"] = errors
@@ -104,5 +111,6 @@ class ActionModule(ActionBase):
                 errors
             )
         else:
+            result["checked"] = checked
             result["msg"] = f"{len(checked)} setting(s) valid"
         return result

@@ -254,7 +254,14 @@ def _driver_findings(gpu, minimum):
             )
         )
     elif ok is None:
-        out.append(finding("preflight.driver", "warn", f"{text}: version unreadable", ""))
+        out.append(
+            finding(
+                "preflight.driver",
+                "warn",
+                f"{text}: version unreadable",
+                "Check `nvidia-smi --version` by hand.",
+            )
+        )
     else:
         need = f" >= {minimum}" if minimum else ""
         out.append(finding("preflight.driver", "pass", f"{text}{need}"))
@@ -316,7 +323,9 @@ def _p2p_findings(gpu, required, loaded):
                 "preflight.p2p",
                 "fail" if required and loaded else "warn",
                 f"P2P status unknown: {reason}",
-                "Re-run preflight once the driver is loaded." if not loaded else "",
+                "Re-run preflight once the driver is loaded."
+                if not loaded
+                else "Run `nvidia-smi topo -p2p r` by hand to see why it fails.",
             )
         ]
     codes = sorted({c for row in p2p.get("read", []) for c in row if c not in ("X", "OK")})

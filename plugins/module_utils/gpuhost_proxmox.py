@@ -60,7 +60,14 @@ def proxmox_findings(gpu, host, dmesg, xid_fail_codes=DEFAULT_XID_FAIL):
         out.extend(_platform_findings(virt, host.get("unknown", {})))
     out.extend(_dmesg_findings(dmesg, set(xid_fail_codes)))
     if not gpu.get("present"):
-        out.append(finding("gpus", "warn", "no NVIDIA GPU present: GPU passthrough checks skipped"))
+        out.append(
+            finding(
+                "gpus",
+                "warn",
+                "no NVIDIA GPU present: GPU passthrough checks skipped",
+                "None on a test container; on a GPU VM add the GPUs as hostpciN devices.",
+            )
+        )
         return out
     if not gpu.get("driver", {}).get("loaded"):
         drivers = sorted({d.get("kernel_driver", "none") for d in gpu.get("pci_devices", [])})
@@ -256,7 +263,14 @@ def _bar1_findings(gpu):
             )
         ]
     if unknown:
-        return [finding("bar1", "warn", f"BAR1 size unknown for {', '.join(unknown)}", "")]
+        return [
+            finding(
+                "bar1",
+                "warn",
+                f"BAR1 size unknown for {', '.join(unknown)}",
+                "Read `nvidia-smi -q -d MEMORY` (BAR1 Memory Usage) by hand.",
+            )
+        ]
     return [finding("bar1", "pass", "BAR1 covers VRAM on every GPU")]
 
 
@@ -297,7 +311,12 @@ def _p2p_finding(gpu, vm):
             f"P2P OK over {over}: NCCL uses the P2P transport and custom all-reduce can stay on",
         )
     if status in (UNKNOWN, "n/a"):
-        return finding("p2p", "warn", "P2P status unknown (nvidia-smi topo -p2p unreadable)", "")
+        return finding(
+            "p2p",
+            "warn",
+            "P2P status unknown (nvidia-smi topo -p2p unreadable)",
+            "Run `nvidia-smi topo -p2p r` by hand; until it says OK keep custom all-reduce off.",
+        )
     codes = sorted({c for row in p2p.get("read", []) for c in row if c not in ("X", "OK")})
     message = (
         f"P2P {status} ({'/'.join(codes) or 'write'}): NCCL falls back to SHM through host "

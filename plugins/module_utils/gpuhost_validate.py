@@ -55,7 +55,12 @@ def load_role_specs(roles_dir, load_yaml):
 # a list for an int or "eight" for an int fails; "8" from the command line is accepted)
 
 
-def _describe(value):
+SECRET = re.compile(r"(key|token|password|passphrase|secret)$|_key_|_token_")
+
+
+def _describe(value, secret=False):
+    if secret:
+        return "<hidden>" if value not in (None, "") else _describe(value)
     if value is None:
         return "null"
     text = repr(value)
@@ -164,6 +169,17 @@ def _check_constraint(value, rule):
     if "elements" in rule and isinstance(value, list):
         for item in value:
             _check_constraint(item, rule["elements"])
+    if "keys" in rule and isinstance(value, dict):
+        # Per-key rules for a mapping (e.g. one SGLang flag inside sglang_server_flags); a
+        # key that is absent, or null (which removes it), is not checked.
+        for key, sub in rule["keys"].items():
+            if value.get(key) is None:
+                continue
+            try:
+                item = convert(value[key], sub["type"]) if "type" in sub else value[key]
+                _check_constraint(item, sub)
+            except Invalid as exc:
+                raise Invalid(f"{key!r} {exc}") from exc
 
 
 def _check_spec(value, spec):
@@ -227,7 +243,8 @@ def validate(specs, constraints, values):
                 _check_constraint(current, rule)
             converted[name] = current
         except Invalid as exc:
-            errors.append(f"{name}: got {_describe(value)}; allowed: {exc} ({where})")
+            secret = bool(SECRET.search(name)) or any(s.get("no_log") for _, s in sources)
+            errors.append(f"{name}: got {_describe(value, secret)}; allowed: {exc} ({where})")
 
     for rule in (constraints or {}).get("rules") or []:
         message = _check_rule(rule, converted, values)
@@ -290,11 +307,22 @@ def _check_rule(rule, converted, values):
         needed_value = values.get(needed)
         if needed_value in (None, "", [], {}):
             return (
-                f"{needed}: got {_describe(needed_value)}; allowed: a non-empty value when "
+                f"{needed}: got {_describe(needed_value, True)}; allowed: a non-empty value when "
                 f"{trigger} is {_describe(trigger_value)}{_why(rule)} "
                 f"(validation/constraints.yml rule {rule.get('name', kind)})"
             )
         return None
+    if kind == "any_set":
+        names = rule["vars"]
+        if not all(n in values for n in names):
+            return None
+        if any(values[n] not in (None, "", [], {}) for n in names):
+            return None
+        return (
+            f"{names[-1]}: got {_describe(values[names[-1]])}; allowed: a non-empty value, since "
+            + ", ".join(f"{n} is {_describe(values[n])}" for n in names[:-1])
+            + f"{_why(rule)} (validation/constraints.yml rule {rule.get('name', kind)})"
+        )
     return f"validation/constraints.yml: rule {rule.get('name', '?')} has unknown kind {kind!r}"
 
 

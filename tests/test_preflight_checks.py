@@ -1,0 +1,252 @@
+"""Preflight requirement checks, and the recorded real 2x H200 preflight run."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+from gpuhost_fakes import FIXTURES, load_fixture
+from gpuhost_hostfacts import collect_host, collect_pci_gpus
+from gpuhost_nvsmi import collect_gpu
+from gpuhost_preflight import (
+    GPU_MODELS,
+    merge_findings,
+    model_matches,
+    preflight_findings,
+    version_at_least,
+)
+from gpuhost_proxmox import proxmox_findings
+
+REAL = FIXTURES / "h200x2-real-preflight"
+
+
+def facts(name):
+    probe = load_fixture(name, disks={"/": (500, 1000)})
+    pci, _ = collect_pci_gpus(probe)
+    return collect_gpu(probe, pci_devices=pci), collect_host(probe, ["/var/cache/gpuhost"])
+
+
+def status(findings):
+    return {f["check"]: f["status"] for f in findings}
+
+
+def test_reference_vm_requirements():
+    gpu, host = facts("rtx-pro-6000x8-proxmox-p2p-ns")
+    req = {
+        "expected_gpu_count": 8,
+        "expected_gpu_model": "RTX PRO 6000",
+        "min_driver_version": "570",
+        "required_free_disk_gib": 460,
+        "tp_size": 8,
+        "p2p_required": False,
+        "pcie_degraded_policy": "warn",
+    }
+    got = status(preflight_findings(gpu, host, req))
+    assert got == {
+        "preflight.disk": "pass",
+        "preflight.gpu_present": "pass",
+        "preflight.gpu_count": "pass",
+        "preflight.gpu_model": "pass",
+        "preflight.driver": "pass",
+        "preflight.tp_size": "pass",
+        "preflight.p2p": "warn",
+        "preflight.pcie_links": "warn",
+    }
+    strict = status(
+        preflight_findings(gpu, host, {**req, "p2p_required": True, "pcie_degraded_policy": "fail"})
+    )
+    assert strict["preflight.p2p"] == "fail"
+    assert strict["preflight.pcie_links"] == "fail"
+    ignored = preflight_findings(gpu, host, {**req, "pcie_degraded_policy": "ignore"})
+    assert status(ignored)["preflight.pcie_links"] == "pass"
+
+
+@pytest.mark.parametrize(
+    ("change", "check", "expected"),
+    [
+        ({"expected_gpu_count": 4}, "preflight.gpu_count", "fail"),
+        ({"expected_gpu_model": "H100"}, "preflight.gpu_model", "fail"),
+        ({"min_driver_version": "590"}, "preflight.driver", "fail"),
+        ({"min_driver_version": "580.95.05"}, "preflight.driver", "pass"),
+        ({"required_free_disk_gib": 501}, "preflight.disk", "fail"),
+        ({"tp_size": 3}, "preflight.tp_size", "fail"),
+        ({"tp_size": 16}, "preflight.tp_size", "fail"),
+        ({"tp_size": 4}, "preflight.tp_size", "pass"),
+    ],
+)
+def test_each_requirement_can_fail(change, check, expected):
+    gpu, host = facts("rtx-pro-6000x8-proxmox-p2p-ns")
+    assert status(preflight_findings(gpu, host, change))[check] == expected
+
+
+def test_blackwell_with_proprietary_module_fails():
+    gpu, host = facts("rtx-pro-6000x8-proxmox-p2p-ns")
+    gpu = copy.deepcopy(gpu)
+    gpu["driver"]["module"] = "proprietary"
+    assert status(preflight_findings(gpu, host, {}))["preflight.driver_module"] == "fail"
+
+
+def test_h100_old_driver_and_nvlink():
+    gpu, host = facts("h100x8-sxm-nvswitch")
+    found = preflight_findings(
+        gpu, host, {"min_driver_version": "570", "expected_gpu_model": "H100"}
+    )
+    got = status(found)
+    assert got["preflight.driver"] == "fail"
+    assert got["preflight.gpu_model"] == "pass"
+    p2p = next(f for f in found if f["check"] == "preflight.p2p")
+    assert p2p["status"] == "pass" and "NVLink" in p2p["message"]
+    assert "preflight.driver_module" not in got  # proprietary is fine on Hopper
+
+
+def test_l40s_model_word_boundary_and_partial_p2p():
+    gpu, host = facts("l40sx4-pcie-two-numa")
+    assert (
+        status(preflight_findings(gpu, host, {"expected_gpu_model": "L40S"}))["preflight.gpu_model"]
+        == "pass"
+    )
+    assert (
+        status(preflight_findings(gpu, host, {"expected_gpu_model": "L40"}))["preflight.gpu_model"]
+        == "fail"
+    )
+    assert status(preflight_findings(gpu, host, {"p2p_required": True}))["preflight.p2p"] == "fail"
+
+
+def test_no_driver_host_counts_pci_and_never_falsely_fails():
+    gpu, host = facts("no-driver-rtx-pro-6000x8")
+    req = {
+        "expected_gpu_count": 8,
+        "expected_gpu_model": "RTX PRO 6000",
+        "min_driver_version": "580",
+        "tp_size": 8,
+        "p2p_required": True,
+    }
+    found = preflight_findings(gpu, host, req)
+    got = status(found)
+    assert "fail" not in got.values()
+    assert got["preflight.gpu_count"] == "pass"
+    assert got["preflight.gpu_model"] == "pass"  # from lspci names
+    assert got["preflight.driver"] == "warn"
+    assert got["preflight.p2p"] == "warn"  # cannot know before the driver
+    assert got["preflight.secure_boot"] == "warn"
+    assert "(driver not loaded)" in found[1]["message"]
+
+
+def test_no_gpu_warns_unless_required():
+    gpu = {"present": False, "count": 0, "gpus": [], "pci_devices": [], "driver": {}}
+    host = {"disk": {}}
+    found = preflight_findings(gpu, host, {"tp_size": 8, "p2p_required": True})
+    assert found == [
+        {
+            "check": "preflight.gpu_present",
+            "status": "warn",
+            "message": "no NVIDIA GPU present: GPU checks skipped",
+            "fix": "None needed on a test container; on a GPU host pass the GPUs through.",
+        }
+    ]
+    required = preflight_findings(gpu, host, {"expected_gpu_count": 2})
+    assert required[0]["status"] == "fail"
+    assert required[0]["message"] == "no NVIDIA GPU present, 2 expected"
+
+
+def test_every_listed_model_matches_its_own_name():
+    for model in GPU_MODELS:
+        assert model_matches(model, f"NVIDIA {model} something")
+    assert model_matches("H200", "NVIDIA Corporation GH100 [H200 SXM 141GB]")
+    assert not model_matches("H20", "NVIDIA H200")
+    assert model_matches("RTX PRO 6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition")
+
+
+def test_argument_spec_choices_equal_model_table():
+    spec = yaml.safe_load(
+        (FIXTURES.parent.parent.parent / "roles/preflight/meta/argument_specs.yml").read_text()
+    )
+    choices = spec["argument_specs"]["main"]["options"]["preflight_expected_gpu_model"]["choices"]
+    assert set(choices) == {""} | set(GPU_MODELS)
+
+
+def test_version_compare():
+    assert version_at_least("580.159.04", "580") is True
+    assert version_at_least("570.133.20", "580") is False
+    assert version_at_least("580", "580.0.1") is False
+    assert version_at_least("unknown", "570") is None
+
+
+def test_merge_replaces_only_own_prefix():
+    old = [
+        {"check": "preflight.disk", "status": "fail"},
+        {"check": "nccl.busbw", "status": "pass"},
+    ]
+    new = [{"check": "preflight.disk", "status": "pass"}]
+    assert merge_findings(old, new, "preflight.") == [
+        {"check": "nccl.busbw", "status": "pass"},
+        {"check": "preflight.disk", "status": "pass"},
+    ]
+    assert merge_findings(None, new, "preflight.") == new
+
+
+# ---------------------------------------------------------------- the real 2x H200 run
+
+
+@pytest.fixture(scope="module")
+def real():
+    return json.loads((REAL / "facts.json").read_text())
+
+
+def test_real_run_reports_two_h200_with_nvlink_p2p(real):
+    gpu = real["gpuhost_gpu"]
+    assert gpu["count"] == 2
+    assert [g["name"] for g in gpu["gpus"]] == ["NVIDIA H200", "NVIDIA H200"]
+    assert {g["compute_capability"] for g in gpu["gpus"]} == {"9.0"}
+    assert gpu["driver"]["module"] == "open"
+    assert gpu["driver"]["version"].startswith("580.")
+    assert gpu["p2p"]["status"] == "ok" and gpu["p2p"]["all_ok"] is True
+    assert gpu["topology"]["nvlink"] is True
+    assert gpu["topology"]["matrix"] == [["X", "NV18"], ["NV18", "X"]]
+
+
+def test_real_run_virtualisation_unknown_with_reason(real):
+    host = real["gpuhost_host"]
+    assert host["virt"]["type"] == "unknown"
+    assert "systemd-detect-virt not found" in host["unknown"]["virt.type"]
+    assert host["virt"]["gpu_passthrough"] is True
+    assert host["virt"]["hypervisor_flag"] is True
+
+
+def test_real_run_has_no_false_failures(real):
+    findings = real["gpuhost_findings"]
+    assert [f for f in findings if f["status"] == "fail"] == []
+    got = status(findings)
+    for check in (
+        "preflight.gpu_count",
+        "preflight.gpu_model",
+        "preflight.driver",
+        "preflight.tp_size",
+        "preflight.p2p",
+        "preflight.pcie_links",
+        "proxmox_guest.p2p",
+        "proxmox_guest.bar1",
+    ):
+        assert got[check] == "pass", check
+
+
+def test_real_run_findings_rederive_from_recorded_facts(real):
+    """The current code, fed the recorded facts, reaches the recorded verdicts."""
+    req = yaml.safe_load((REAL / "inventory-vars.yml").read_text())
+    req = {k.removeprefix("preflight_"): v for k, v in req.items()}
+    again = preflight_findings(real["gpuhost_gpu"], real["gpuhost_host"], req)
+    again += proxmox_findings(real["gpuhost_gpu"], real["gpuhost_host"], "")
+    recorded = status(real["gpuhost_findings"])
+    assert {k: v for k, v in status(again).items() if k in recorded} == {
+        k: v for k, v in recorded.items() if k in status(again)
+    }
+
+
+def test_real_run_logs_show_idempotence_and_check_mode():
+    first = (REAL / "play.log").read_text()
+    rerun = (REAL / "play-rerun.log").read_text()
+    assert "changed=0" in first and "failed=0" in first and "rc=0" in first
+    assert rerun.count("changed=0    unreachable=0    failed=0") == 2  # re-run and --check
+    assert "check rc=0" in rerun

@@ -1,0 +1,245 @@
+"""One-place validation: the pure logic, every role's defaults, and the bad-input corpus run
+through the real ansible-playbook (playbooks/preflight.yml on localhost, connection local)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from gpuhost_fakes import ROOT  # also puts plugins/module_utils on sys.path
+from gpuhost_validate import Invalid, convert, load_role_specs, validate
+
+BAD = sorted((ROOT / "tests" / "fixtures" / "bad-inputs").glob("*.yml"))
+CONSTRAINTS = yaml.safe_load((ROOT / "validation" / "constraints.yml").read_text())
+
+
+def _load(path):
+    return yaml.safe_load(Path(path).read_text())
+
+
+SPECS = load_role_specs(str(ROOT / "roles"), _load)
+
+
+def errors_for(values, specs=None, constraints=None):
+    errors = validate(SPECS if specs is None else specs, constraints or CONSTRAINTS, values)[0]
+    if specs is None:
+        # The shared gpuhost_* settings are required by role base; these tests leave them out.
+        errors = [e for e in errors if "not set; allowed: required" not in e]
+    return errors
+
+
+# ---------------------------------------------------------------- pure logic
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "expected"),
+    [
+        ("8", "int", 8),
+        (8.0, "int", 8),
+        ("0.5", "float", 0.5),
+        (1, "float", 1.0),
+        ("yes", "bool", True),
+        ("off", "bool", False),
+        (5, "str", "5"),
+        ([1], "list", [1]),
+        ({"a": 1}, "dict", {"a": 1}),
+        ("x", "raw", "x"),
+    ],
+)
+def test_convert_accepts(value, kind, expected):
+    assert convert(value, kind) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("eight", "int"),
+        (True, "int"),
+        (8.5, "int"),
+        ([8], "int"),
+        ("nan", "float"),
+        ("x", "float"),
+        ("sometimes", "bool"),
+        (None, "str"),
+        (["a"], "str"),
+        (True, "path"),
+        ("a,b", "list"),
+        ([], "dict"),
+    ],
+)
+def test_convert_rejects(value, kind):
+    with pytest.raises(Invalid):
+        convert(value, kind)
+
+
+def test_all_roles_are_read_including_later_ones(tmp_path):
+    for role in ("alpha", "beta"):
+        meta = tmp_path / role / "meta"
+        meta.mkdir(parents=True)
+        (meta / "argument_specs.yml").write_text(
+            f"argument_specs:\n  main:\n    options:\n      {role}_level:\n"
+            "        type: str\n        choices: [low, high]\n"
+        )
+    (tmp_path / "no_meta").mkdir()
+    specs = load_role_specs(str(tmp_path), _load)
+    assert set(specs) == {"alpha", "beta"}
+    errors = errors_for({"beta_level": "mid"}, specs=specs, constraints={})
+    assert errors == ["beta_level: got 'mid'; allowed: one of low, high (role beta argument_specs)"]
+
+
+def test_message_names_variable_value_and_allowed():
+    errors = errors_for({"sglang_server_port": 70000, "preflight_command_timeout": 0})
+    assert (
+        "preflight_command_timeout: got 0; allowed: a number >= 1 and <= 600 "
+        "(validation/constraints.yml)" in errors
+    )
+    assert any(
+        e.startswith("sglang_server_port: got 70000; allowed: a number >= 1") for e in errors
+    )
+
+
+def test_required_without_default():
+    specs = {"r": {"r_thing": {"type": "str", "required": True}}}
+    assert errors_for({}, specs=specs, constraints={}) == [
+        "r_thing: not set; allowed: required by role r"
+    ]
+
+
+def test_list_elements_and_choices_on_lists():
+    specs = {"r": {"r_modes": {"type": "list", "elements": "str", "choices": ["a", "b"]}}}
+    assert errors_for({"r_modes": ["a", "c"]}, specs=specs, constraints={}) == [
+        "r_modes: got ['a', 'c']; allowed: one of a, b (each item) (role r argument_specs)"
+    ]
+    specs = {"r": {"r_codes": {"type": "list", "elements": "int"}}}
+    assert "a list of an integer" in errors_for({"r_codes": ["x"]}, specs=specs, constraints={})[0]
+
+
+def test_secrets_are_never_echoed():
+    specs = {"r": {"r_api_key": {"type": "int", "no_log": True}}}
+    errors = errors_for({"r_api_key": "s3cr3t-value"}, specs=specs, constraints={})
+    assert errors and "s3cr3t" not in errors[0] and "<hidden>" in errors[0]
+    constraints = {"variables": {"x_token": {"pattern": "[a-z]+"}}}
+    errors = errors_for({"x_token": "ABC-123"}, specs={}, constraints=constraints)
+    assert "ABC" not in errors[0]
+
+
+def test_rules_apply_only_when_all_variables_are_set():
+    assert errors_for({"sglang_server_tp_size": 3}) == []
+    assert errors_for({"sglang_server_tp_size": 3, "preflight_expected_gpu_count": 0}) == []
+    errors = errors_for({"sglang_server_tp_size": 4, "preflight_expected_gpu_count": 8})
+    assert errors == []
+
+
+def test_rule_skips_variables_with_type_errors():
+    errors = errors_for({"sglang_server_tp_size": "all", "preflight_expected_gpu_count": 8})
+    assert len(errors) == 1 and errors[0].startswith("sglang_server_tp_size: got 'all'")
+
+
+def test_mapping_keys():
+    errors = errors_for({"sglang_server_flags": {"--mem-fraction-static": "lots"}})
+    assert "'--mem-fraction-static' a number" in errors[0]
+    assert errors_for({"sglang_server_flags": {"--mem-fraction-static": 0.88}}) == []
+    assert errors_for({"sglang_server_flags": {"--mem-fraction-static": None}}) == []
+
+
+def test_unknown_role_variable_is_a_warning_with_a_suggestion():
+    _, warnings, _ = validate(SPECS, CONSTRAINTS, {"preflight_expected_gpu_cont": 8})
+    assert len(warnings) == 1
+    assert warnings[0].startswith(
+        "preflight_expected_gpu_cont: not declared by any role's argument_specs; "
+        "did you mean preflight_expected_gpu_count"
+    )
+
+
+def test_unknown_rule_kind_is_reported():
+    errors = errors_for({}, specs={}, constraints={"rules": [{"name": "x", "kind": "bogus"}]})
+    assert errors == ["validation/constraints.yml: rule x has unknown kind 'bogus'"]
+
+
+def _plain(value):
+    """A templated value: rendered and checked at run time, not here."""
+    return "{{" in str(value)
+
+
+@pytest.mark.parametrize("role", sorted(SPECS))
+def test_every_role_default_passes_its_own_validation(role):
+    """Defaults are valid input: a role cannot ship a default that preflight rejects."""
+    path = ROOT / "roles" / role / "defaults" / "main.yml"
+    defaults = (_load(path) if path.exists() else None) or {}
+    values = {k: v for k, v in defaults.items() if not _plain(v) and not str(k).startswith("_")}
+    assert errors_for(values) == []
+
+
+def test_group_vars_pass_validation():
+    values = {}
+    for path in sorted((ROOT / "group_vars" / "all").glob("*.yml")):
+        values.update(_load(path) or {})
+    values = {k: v for k, v in values.items() if not _plain(v)}
+    assert errors_for(values) == []
+
+
+def test_constraints_name_only_variables_that_exist_or_are_typed():
+    declared = {name for options in SPECS.values() for name in options}
+    for name, rule in CONSTRAINTS["variables"].items():
+        assert name in declared or "type" in rule, f"{name}: no role declares it and no type given"
+
+
+# ---------------------------------------------------------------- the corpus, for real
+
+
+def _expected(path):
+    match = re.search(r"^# expect: (\S+)$", path.read_text(), re.M)
+    assert match, f"{path.name} must say which variable it breaks (# expect: <name>)"
+    return match.group(1)
+
+
+def test_corpus_is_big_enough():
+    assert len(BAD) >= 15
+
+
+def _run_preflight(*extra):
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        # Keep the test's fact cache out of the project's .cache/.
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts"),
+    }
+    playbook = Path(sys.executable).with_name("ansible-playbook")
+    return subprocess.run(
+        [str(playbook), "playbooks/preflight.yml", "-i", "inventory/local", *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_input_fails_before_any_change(path):
+    proc = _run_preflight("-e", f"@{path}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    recap = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+).*failed=(\d+)", out)
+    assert recap, out
+    assert recap.group(2) == "0", out
+    assert recap.group(3) == "1", out
+    # Stopped by the validation task, the play's first, naming the variable.
+    assert "nothing was changed" in out, out
+    assert re.search(rf"^{re.escape(_expected(path))}: got ", out, re.M), out
+    assert "Read GPU, driver, topology and host facts" not in out
+
+
+def test_good_input_passes_with_no_change():
+    proc = _run_preflight("-e", "preflight_expected_gpu_count=0")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0 .*failed=0", out), out
