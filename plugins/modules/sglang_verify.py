@@ -1,0 +1,133 @@
+#!/usr/bin/python
+# Copyright: gpuhost contributors
+# Apache-2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_verify
+short_description: Check that a running SGLang server is healthy and answers correctly
+description:
+  - Asks the server on the host, over its OpenAI-compatible HTTP API, for C(/health), the
+    served name in C(/v1/models), a set of questions with known answers at temperature 0,
+    the time to first token of a streamed answer and, when the parsers are named, a smoke
+    test of the reasoning and tool-call parsers.
+  - Reports every check as a finding (docs/facts.md) and does not fail on a failed check;
+    role verify decides. It fails only on bad arguments.
+  - Read only: never reports a change and runs the same in check mode.
+options:
+  base_url:
+    description: Server URL as seen from the host.
+    type: str
+    default: http://127.0.0.1:30000
+  api_key:
+    description: Bearer key when the server was started with C(--api-key).
+    type: str
+    default: ""
+  served_model_name:
+    description: Name the server must list in C(/v1/models) and answer to.
+    type: str
+    required: true
+  questions:
+    description: Questions with known answers; an answer passes when its content contains
+      the expected value as a whole value (C(42) is not found in C(420)).
+    type: list
+    elements: dict
+    required: true
+  max_tokens:
+    description: Token budget of each answer.
+    type: int
+    default: 64
+  chat_template_kwargs:
+    description: Passed with the questions (e.g. C(enable_thinking=false) for short answers).
+    type: dict
+    default: {}
+  max_ttft_ms:
+    description: Fail when the time to first token is over this; 0 reports it only.
+    type: float
+    default: 0
+  reasoning_parser:
+    description: The server's C(--reasoning-parser); empty skips that smoke test.
+    type: str
+    default: ""
+  tool_call_parser:
+    description: The server's C(--tool-call-parser); empty skips that smoke test.
+    type: str
+    default: ""
+  parser_max_tokens:
+    description: Token budget of the parser smoke tests (thinking needs room).
+    type: int
+    default: 256
+  timeout:
+    description: Seconds one request may take.
+    type: float
+    default: 120
+author:
+  - gpuhost contributors
+"""
+
+EXAMPLES = r"""
+- name: Check the server
+  sglang_verify:
+    served_model_name: glm-5
+    questions:
+      - {prompt: "What is 17 + 25? Answer with the number only.", expected: "42"}
+  register: _verify
+"""
+
+RETURN = r"""
+verify:
+  description: base_url, served_model_name, server (version etc.), questions (prompt,
+    expected, got, passed), ttft_ms, findings, passed.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+from ansible.module_utils.gpuhost_verify_checks import run_checks  # noqa: E402 - after the doc blocks
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "base_url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "api_key": {"type": "str", "default": "", "no_log": True},
+            "served_model_name": {"type": "str", "required": True},
+            "questions": {"type": "list", "elements": "dict", "required": True},
+            "max_tokens": {"type": "int", "default": 64},
+            "chat_template_kwargs": {"type": "dict", "default": {}},
+            "max_ttft_ms": {"type": "float", "default": 0},
+            "reasoning_parser": {"type": "str", "default": ""},
+            "tool_call_parser": {"type": "str", "default": ""},
+            "parser_max_tokens": {"type": "int", "default": 256},
+            "timeout": {"type": "float", "default": 120},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not params["questions"]:
+        module.fail_json(msg="questions: give at least one {prompt, expected}")
+    for index, question in enumerate(params["questions"]):
+        if (
+            not str(question.get("prompt") or "").strip()
+            or not str(question.get("expected") or "").strip()
+        ):
+            module.fail_json(
+                msg=f"questions[{index}]: needs a non-empty prompt and expected, got {question!r}"
+            )
+    try:
+        result = run_checks(params)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    first = result["findings"][0]
+    # A check run before the first provision finds no server yet: that is what provision
+    # would change, not a failed check.
+    if module.check_mode and first["status"] == "fail" and "not reachable" in first["message"]:
+        first["status"] = "warn"
+        first["message"] += " (check mode: provision starts the server)"
+        result["passed"] = True
+    module.exit_json(changed=False, verify=result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+"""The report a team reads: one Markdown file per run (runs/<ts>/report.md) and its plot.
+
+Sections: the run, then per host the facts summary (gpuhost_gpu, gpuhost_host), the derived
+settings and why (gpuhost_nccl reasons, the validated serving profile gpuhost_sglang), the
+versions (gpuhost_python_env), verification (gpuhost_verify), the bench table, baseline
+comparison and plot, and the findings. Only named fields are rendered, never a raw fact,
+and the finished text goes through `Redactor`, so a token in the facts, the extra vars or
+the environment never reaches the file or the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from gpuhost import bench
+from gpuhost.bench import markdown_table
+from gpuhost.record import REDACTED, is_secret_name
+from gpuhost.runfacts import Run
+
+PLOT_NAME = "bench.png"
+# Values shorter than this are not scrubbed from the text: "1" or "true" would shred it.
+_MIN_SECRET_LEN = 6
+
+
+class Redactor:
+    """Collects secret values (by key name, anywhere in the data) and blanks them in text."""
+
+    def __init__(self) -> None:
+        self.secrets: set[str] = set()
+        for name, value in os.environ.items():
+            if is_secret_name(name):
+                self.add(value)
+
+    def add(self, value: object) -> None:
+        if isinstance(value, str) and len(value) >= _MIN_SECRET_LEN and value != REDACTED:
+            self.secrets.add(value)
+
+    def scan(self, data: object) -> None:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if is_secret_name(str(key)) and not isinstance(value, (dict, list)):
+                    self.add(str(value))
+                self.scan(value)
+        elif isinstance(data, list):
+            for item in data:
+                self.scan(item)
+
+    def __call__(self, text: str) -> str:
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, REDACTED)
+        return text
+
+
+def _get(data: object, path: str, default: object = "unknown") -> object:
+    for part in path.split("."):
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        else:
+            return default
+    return data
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_cell(v) for v in value) or "-"
+    text = " ".join(str(value).split())
+    return text.replace("|", "\\|") if text else "-"
+
+
+def _kv_table(pairs: list[tuple[str, object]]) -> str:
+    return markdown_table(["", ""], [[k, _cell(v)] for k, v in pairs])
+
+
+def host_summary(gpu: dict, host: dict) -> list[tuple[str, object]]:
+    gpus = gpu.get("gpus") or []
+    names = sorted({g.get("name", "?") for g in gpus}) or [
+        d.get("name", "?") for d in gpu.get("pci_devices") or []
+    ]
+    first = gpus[0] if gpus else {}
+    driver = gpu.get("driver") or {}
+    degraded = [f"GPU{g.get('index')}" for g in gpus if _get(g, "pcie.degraded", False) is True]
+    return [
+        ("GPUs", f"{gpu.get('count', 0)} x {', '.join(names) or 'none'}"),
+        (
+            "architecture / compute capability",
+            f"{first.get('architecture', '-')} / {first.get('compute_capability', '-')}",
+        ),
+        (
+            "memory per GPU",
+            f"{first.get('memory_total_mib', '-')} MiB, BAR1 "
+            f"{first.get('bar1_total_mib', '-')} MiB",
+        ),
+        (
+            "driver",
+            f"{driver.get('version', '-')} ({driver.get('module', '-')} module), "
+            f"CUDA {driver.get('cuda_driver_version', '-')}",
+        ),
+        ("P2P", _get(gpu, "p2p.status")),
+        ("worst GPU path", _get(gpu, "topology.worst_path")),
+        (
+            "PCIe",
+            "degraded: " + ", ".join(degraded)
+            if degraded
+            else f"Gen{_get(first, 'pcie.gen_max', '?')} x{_get(first, 'pcie.width_max', '?')}",
+        ),
+        (
+            "virtualisation",
+            f"{_get(host, 'virt.type')} ({_get(host, 'virt.product_name')}), "
+            f"passthrough: {_cell(_get(host, 'virt.gpu_passthrough'))}",
+        ),
+        ("OS / kernel", f"{_get(host, 'os.pretty_name')} / {_get(host, 'kernel.release')}"),
+        (
+            "CPUs / memory / NUMA",
+            f"{_get(host, 'cpu_count')} / "
+            f"{_get(host, 'memory_total_mib')} MiB / {_get(host, 'numa_nodes')}",
+        ),
+        ("Secure Boot", _get(host, "secure_boot")),
+    ]
+
+
+def _section_settings(nccl: dict, sglang: dict) -> list[str]:
+    out: list[str] = []
+    if nccl:
+        env = nccl.get("env") or {}
+        out.append(
+            f"NCCL ({nccl.get('topology_class', '?')} topology, NCCL "
+            f"{nccl.get('nccl_version', '?')}): custom all-reduce "
+            f"{'off' if nccl.get('disable_custom_all_reduce') else 'on'}.\n"
+        )
+        rows = [
+            [
+                str(r.get("variable")),
+                _cell(r.get("value")),
+                _cell(r.get("reason")),
+                _cell(r.get("source", "")),
+            ]
+            for r in nccl.get("reasons") or []
+        ]
+        if rows:
+            out.append(markdown_table(["setting", "value", "why", "source"], rows))
+        if env:
+            shown = {k: (REDACTED if is_secret_name(k) else v) for k, v in sorted(env.items())}
+            out.append("\nNCCL environment: " + " ".join(f"`{k}={v}`" for k, v in shown.items()))
+        verify = nccl.get("verify") or {}
+        if verify:
+            out.append(
+                f"\nNCCL check: {verify.get('status', '?')} - {_cell(verify.get('message', ''))}"
+            )
+    if sglang:
+        out.append(
+            f"\nServing profile `{sglang.get('profile') or '(inline)'}` for sglang "
+            f"{sglang.get('sglang_version', '?')}: {sglang.get('model')} as "
+            f"`{sglang.get('served_model_name')}`, TP {sglang.get('tp_size')}, "
+            f"listening on {sglang.get('host')}:{sglang.get('port')}, API key "
+            f"{'required' if sglang.get('api_key_set') else 'not set'}."
+            + (
+                " **Server: the STAND-IN (a test double, not SGLang).**"
+                if sglang.get("standin")
+                else ""
+            )
+            + "\n"
+        )
+        flags = sglang.get("flags") or {}
+        if flags:
+            out.append(
+                markdown_table(
+                    ["flag", "value"], [[f"`{k}`", _cell(v)] for k, v in sorted(flags.items())]
+                )
+            )
+        for label, key in (("Validation warnings", "warnings"), ("Validation notes", "notes")):
+            if sglang.get(key):
+                out.append(f"\n{label}:\n" + "\n".join(f"- {_cell(x)}" for x in sglang[key]))
+    return out or ["No derived settings recorded (run `gpuhost provision`)."]
+
+
+def _section_versions(env: dict) -> str:
+    versions = env.get("versions") if isinstance(env.get("versions"), dict) else None
+    pairs = [(k, v) for k, v in (versions or {}).items()]
+    for key in ("python", "sglang_version", "lock", "lock_sha256", "venv"):
+        if key in env and not isinstance(env[key], (dict, list)):
+            pairs.append((key, env[key]))
+    return _kv_table(pairs) if pairs else "No versions recorded (role python_env sets them)."
+
+
+def _section_verify(verify: dict) -> list[str]:
+    out = []
+    server = verify.get("server") or {}
+    if server.get("standin"):
+        out.append("**The server checked is the STAND-IN (a test double, not SGLang).**\n")
+    out.append(
+        f"{verify.get('base_url', '?')}, model `{verify.get('served_model_name', '?')}`, "
+        f"server version {server.get('version', '?')}, checked "
+        f"{verify.get('checked_at', '?')}; time to first token: "
+        f"{_cell(verify.get('ttft_ms')) if verify.get('ttft_ms') is not None else '-'} ms.\n"
+    )
+    out.append(
+        markdown_table(
+            ["check", "status", "message"],
+            [
+                [
+                    f.get("check", "?"),
+                    str(f.get("status", "?")).upper(),
+                    _cell(f.get("message", "")),
+                ]
+                for f in verify.get("findings") or []
+            ],
+        )
+    )
+    questions = verify.get("questions") or []
+    if questions:
+        out.append(
+            "\n"
+            + markdown_table(
+                ["question", "expected", "got", "result"],
+                [
+                    [
+                        _cell(q.get("prompt")),
+                        _cell(q.get("expected")),
+                        _cell(q.get("error") or q.get("got"))[:120],
+                        "pass" if q.get("passed") else "FAIL",
+                    ]
+                    for q in questions
+                ],
+            )
+        )
+    return out
+
+
+def bench_points(run: Run, host: str) -> list[bench.Point]:
+    try:
+        return bench.parse_lines(run.bench_lines.get(host) or [])
+    except bench.BenchParseError:
+        return []
+
+
+def _section_bench(run: Run, host: str, threshold: float) -> list[str]:
+    points = bench_points(run, host)
+    if not points:
+        return ["No bench results in this run (`gpuhost bench`)."]
+    fact = run.facts.get(host, {}).get("gpuhost_bench") or {}
+    out = [
+        f"`sglang.bench_serving --backend sglang-oai --dataset-name random-ids`, "
+        f"model {fact.get('model', '?')}, {points[0].input_len} in / {points[0].output_len} out "
+        f"tokens, prompts per level: {', '.join(str(p.num_prompts) for p in points)}.\n",
+        bench.points_table(points),
+    ]
+    baseline = fact.get("baseline") or {}
+    comparisons = bench.compare(points, baseline, threshold)
+    if comparisons:
+        out.append(
+            f"\nAgainst the profile's baseline ({_cell(baseline.get('source', ''))}); "
+            f"more than {threshold:.0%} below is a regression:\n"
+        )
+        out.append(
+            markdown_table(bench.COMPARISON_HEADER, [bench.comparison_row(c) for c in comparisons])
+        )
+    elif baseline:
+        out.append("\nThe profile's baseline has no point at these lengths and levels.")
+    else:
+        out.append("\nNo baseline to compare with (the profile has no expected_baseline).")
+    return out
+
+
+def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
+    """The Markdown report of a run; draws the plot beside report.md when there are points."""
+    report = run.report
+    redact = Redactor()
+    redact.scan(report)
+    redact.scan(run.facts)
+    lines = [f"# gpuhost {report.get('command', '?')}: run {run.name}", ""]
+    lines.append(
+        _kv_table(
+            [
+                ("status", report.get("status")),
+                (
+                    "started / duration",
+                    f"{report.get('started_at', '?')} / {report.get('duration_s', '?')} s",
+                ),
+                ("command line", " ".join(report.get("argv") or [])),
+                ("inventory", report.get("inventory")),
+                ("gpuhost", report.get("gpuhost_version")),
+            ]
+        )
+    )
+    if report.get("error"):
+        lines += ["", f"Error: {_cell(report['error'])}"]
+    for task in report.get("failed_tasks") or []:
+        lines += [
+            "",
+            f"Failed on {task.get('host')}: {task.get('task')}: {_cell(task.get('message'))}",
+        ]
+    series = {}
+    for host in run.hosts:
+        facts = run.facts.get(host, {})
+        borrowed = run.borrowed.get(host, {})
+        note = ""
+        if borrowed:
+            note = (
+                " (from earlier runs: "
+                + ", ".join(
+                    f"{k.removeprefix('gpuhost_')} of {v}" for k, v in sorted(borrowed.items())
+                )
+                + ")"
+            )
+        lines += ["", f"## Host {host}", "", f"### Host facts{note}", ""]
+        if facts.get("gpuhost_gpu") or facts.get("gpuhost_host"):
+            lines.append(
+                _kv_table(
+                    host_summary(facts.get("gpuhost_gpu") or {}, facts.get("gpuhost_host") or {})
+                )
+            )
+        else:
+            lines.append("No host facts recorded (run `gpuhost check` or `gpuhost provision`).")
+        lines += ["", "### Derived settings and why", ""]
+        lines += _section_settings(
+            facts.get("gpuhost_nccl") or {}, facts.get("gpuhost_sglang") or {}
+        )
+        lines += ["", "### Versions", "", _section_versions(facts.get("gpuhost_python_env") or {})]
+        lines += ["", "### Verification", ""]
+        lines += (
+            _section_verify(facts["gpuhost_verify"])
+            if facts.get("gpuhost_verify")
+            else ["Not verified in this run (`gpuhost verify`)."]
+        )
+        lines += ["", "### Benchmark", ""]
+        lines += _section_bench(run, host, threshold)
+        series[host] = bench_points(run, host)
+        findings = (report.get("findings") or {}).get(host) or facts.get("gpuhost_findings") or []
+        if findings:
+            lines += [
+                "",
+                "### Findings",
+                "",
+                markdown_table(
+                    ["status", "check", "message", "fix"],
+                    [
+                        [
+                            str(f.get("status", "?")).upper(),
+                            f.get("check", "?"),
+                            _cell(f.get("message")),
+                            _cell(f.get("fix") or ""),
+                        ]
+                        for f in findings
+                    ],
+                ),
+            ]
+    if any(series.values()):
+        baseline = next(
+            (
+                run.facts.get(h, {}).get("gpuhost_bench", {}).get("baseline")
+                for h in run.hosts
+                if run.facts.get(h, {}).get("gpuhost_bench")
+            ),
+            None,
+        )
+        bench.plot(series, run.path / PLOT_NAME, baseline)
+        lines += ["", "## Plot", "", f"![throughput and latency against concurrency]({PLOT_NAME})"]
+    return redact("\n".join(lines) + "\n")
+
+
+def write(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> Path:
+    path = run.path / "report.md"
+    path.write_text(render(run, threshold), encoding="utf-8")
+    return path
+
+
+def markdown_to_terminal(text: str) -> str:
+    """report.md as plain text for a terminal: image links become their file names."""
+    return re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", r"[plot: \2]", text)

@@ -1,0 +1,166 @@
+"""Read a past run back: its report.json, the gpuhost_* facts it set, its bench JSON lines.
+
+Facts come from the job events in the run's artifacts, not from the jsonfile fact cache:
+ansible-core 2.19 writes that cache as a tagged payload only its own deserializer reads
+(see events.py). Each run has its own fact cache, so a `gpuhost bench` run knows nothing of
+the GPUs that `gpuhost provision` read; `with_history` fills such gaps from the newest
+earlier run of the same runs directory that has them, and says which run that was.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuhost.errors import GpuhostError
+from gpuhost.events import with_items
+
+FACT_PREFIX = "gpuhost_"
+# The facts a report shows; a later run's value of one of these replaces an earlier run's.
+REPORT_FACTS = (
+    "gpuhost_gpu",
+    "gpuhost_host",
+    "gpuhost_nccl",
+    "gpuhost_sglang",
+    "gpuhost_python_env",
+    "gpuhost_verify",
+    "gpuhost_bench",
+    "gpuhost_findings",
+)
+# Describe the host and its settings: worth taking from an earlier run when this one lacks
+# them. Verification and bench results are never borrowed: they belong to the run that measured.
+HISTORY_FACTS = (
+    "gpuhost_gpu",
+    "gpuhost_host",
+    "gpuhost_nccl",
+    "gpuhost_sglang",
+    "gpuhost_python_env",
+)
+_EVENT_FILE = re.compile(r"^(\d+)-")
+
+
+@dataclass
+class Run:
+    path: Path
+    report: dict
+    facts: dict[str, dict] = field(default_factory=dict)  # host -> fact name -> value
+    borrowed: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> fact -> run name
+    bench_lines: dict[str, list[dict]] = field(default_factory=dict)  # host -> JSON lines
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted(set(self.report.get("hosts") or {}) | set(self.facts))
+
+
+def resolve_run(value: str, runs_root: Path) -> Path:
+    """A run directory from a path, a name under the runs root, or `latest`."""
+    candidates = [Path(value).expanduser(), runs_root / value]
+    for path in candidates:
+        if (path / "report.json").is_file():
+            return path.resolve()
+    raise GpuhostError(
+        f"no run record at {value!r} (looked for report.json in {candidates[0]} and "
+        f"{candidates[1]}); list them with: ls {runs_root}"
+    )
+
+
+def _event_files(run_dir: Path) -> list[Path]:
+    files = list((run_dir / "runner" / "artifacts").glob("*/job_events/*.json"))
+
+    def order(path: Path) -> tuple[int, str]:
+        match = _EVENT_FILE.match(path.name)
+        return (int(match.group(1)) if match else 0, path.name)
+
+    return sorted(files, key=order)
+
+
+def facts_from_events(run_dir: Path) -> dict[str, dict]:
+    """host -> {gpuhost_* fact: last value set in the run}."""
+    facts: dict[str, dict] = {}
+    for path in _event_files(run_dir):
+        try:
+            event = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if event.get("event") != "runner_on_ok":
+            continue
+        data = event.get("event_data") or {}
+        res = data.get("res") if isinstance(data.get("res"), dict) else {}
+        host = data.get("host")
+        if not host:
+            continue
+        for result in with_items(res):
+            found = result.get("ansible_facts")
+            if isinstance(found, dict):
+                for name, value in found.items():
+                    if name.startswith(FACT_PREFIX):
+                        facts.setdefault(host, {})[name] = value
+    return facts
+
+
+def run_facts(run_dir: Path) -> dict[str, dict]:
+    """The facts a run recorded in report.json (gpuhost verify/bench), else its events."""
+    try:
+        stored = json.loads((run_dir / "report.json").read_text(encoding="utf-8")).get("facts")
+    except (OSError, ValueError, AttributeError):
+        stored = None
+    return stored if isinstance(stored, dict) else facts_from_events(run_dir)
+
+
+def _bench_lines(run_dir: Path) -> dict[str, list[dict]]:
+    lines: dict[str, list[dict]] = {}
+    for path in sorted((run_dir / "bench").glob("*.jsonl")):
+        rows = []
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            raw = raw.strip()
+            if raw.startswith("{"):
+                try:
+                    rows.append(json.loads(raw))
+                except ValueError:
+                    continue
+        lines[path.stem] = rows
+    return lines
+
+
+def load_run(run_dir: Path) -> Run:
+    try:
+        report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise GpuhostError(f"cannot read {run_dir / 'report.json'}: {exc}") from None
+    run = Run(path=run_dir, report=report)
+    stored = report.get("facts")
+    run.facts = stored if isinstance(stored, dict) else facts_from_events(run_dir)
+    run.bench_lines = _bench_lines(run_dir)
+    # Older records without a bench/ folder still carry the lines in the fact.
+    for host, facts in run.facts.items():
+        bench = facts.get("gpuhost_bench")
+        if host not in run.bench_lines and isinstance(bench, dict) and bench.get("results"):
+            run.bench_lines[host] = list(bench["results"])
+    return run
+
+
+def with_history(run: Run, max_runs: int = 50) -> Run:
+    """Fill host/settings facts this run lacks from earlier runs beside it (newest first)."""
+    earlier = sorted(
+        (p for p in run.path.parent.iterdir() if p.is_dir() and p.name < run.name),
+        reverse=True,
+    )[:max_runs]
+    for host in run.hosts:
+        missing = [f for f in HISTORY_FACTS if f not in run.facts.get(host, {})]
+        for path in earlier:
+            if not missing:
+                break
+            if not (path / "report.json").is_file():
+                continue
+            older = run_facts(path).get(host, {})
+            for name in [m for m in missing if m in older]:
+                run.facts.setdefault(host, {})[name] = older[name]
+                run.borrowed.setdefault(host, {})[name] = path.name
+                missing.remove(name)
+    return run
