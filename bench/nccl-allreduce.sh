@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# NCCL bench on this machine's GPUs: runs bench/nccl.yml (the nccl role with autotune and
+# verification) and prints, per size from 64 MiB to 1 GiB, the derived env's busbw as a
+# ratio of the best candidate measured in the same run.
+#   bench/nccl-allreduce.sh [OUT.json] [extra ansible-playbook args, e.g. -e nccl_verify_python=...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-.cache/nccl-bench.json}"
+shift || true
+mkdir -p "$(dirname "$out")"
+export ANSIBLE_CONFIG="$PWD/ansible.cfg"
+rc=0
+ansible-playbook -i localhost, bench/nccl.yml -e nccl_autotune=true -e nccl_autotune_force=true \
+  -e "nccl_bench_out=$PWD/$out" -e "ansible_python_interpreter=$(command -v python3)" "$@" || rc=$?
+python3 - "$out" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))["gpuhost_nccl"]
+tune = data.get("autotune") or {}
+for cand in tune.get("candidates", []):
+    sizes = {int(k): v for k, v in cand.get("busbw_gbps", {}).items()}
+    big = ", ".join(f"{k >> 20}M {v:.1f}" for k, v in sorted(sizes.items()) if k >= 64 << 20)
+    print(f"{cand['name']:>14}  env={json.dumps(cand['env'])}  busbw GB/s: {big}")
+ratios = tune.get("derived_ratio_to_best", {})
+if ratios:
+    print("derived / best:", ", ".join(f"{int(k) >> 20}M {v:.3f}" for k, v in sorted(ratios.items(), key=lambda i: int(i[0]))),
+          f"(min {tune.get('derived_min_ratio')}, chosen: {tune.get('chosen')})")
+verify = data.get("verify") or {}
+print("verify:", verify.get("status"), "-", verify.get("message"))
+PY
+exit "$rc"
