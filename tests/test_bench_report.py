@@ -412,3 +412,11 @@ def test_facts_from_events_and_history(tmp_path):
     text = report.render(run)
     assert "gpu of 20260101T000000Z" in text
     assert "8 x NVIDIA RTX PRO 6000 Blackwell Server Edition" in text
+
+
+def test_only_string_values_are_secrets():
+    facts = {"gpuhost_sglang": {"api_key_set": True, "api_key": "sk-abcdef"}, "hf_token": None}
+    assert stages._redacted(facts) == {
+        "gpuhost_sglang": {"api_key_set": True, "api_key": "<redacted>"},
+        "hf_token": None,
+    }

@@ -92,7 +92,8 @@ def redact(value):
     """Secret-named keys at any depth lose their value."""
     if isinstance(value, dict):
         return {
-            k: ("<redacted>" if _SECRET_KEY.search(str(k)) else redact(v)) for k, v in value.items()
+            k: ("<redacted>" if _SECRET_KEY.search(str(k)) and isinstance(v, str) else redact(v))
+            for k, v in value.items()
         }
     if isinstance(value, list):
         return [redact(v) for v in value]

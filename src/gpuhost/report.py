@@ -40,8 +40,8 @@ class Redactor:
     def scan(self, data: object) -> None:
         if isinstance(data, dict):
             for key, value in data.items():
-                if is_secret_name(str(key)) and not isinstance(value, (dict, list)):
-                    self.add(str(value))
+                if is_secret_name(str(key)) and isinstance(value, str):
+                    self.add(value)
                 self.scan(value)
         elif isinstance(data, list):
             for item in data:
@@ -178,6 +178,8 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         for label, key in (("Validation warnings", "warnings"), ("Validation notes", "notes")):
             if sglang.get(key):
                 out.append(f"\n{label}:\n" + "\n".join(f"- {_cell(x)}" for x in sglang[key]))
+    if out:
+        out[0] = out[0].lstrip("\n")
     return out or ["No derived settings recorded (run `gpuhost provision`)."]
 
 

@@ -29,14 +29,16 @@ REPORT_FACTS = (
     "gpuhost_bench",
     "gpuhost_findings",
 )
-# Describe the host and its settings: worth taking from an earlier run when this one lacks
-# them. Verification and bench results are never borrowed: they belong to the run that measured.
+# Taken from an earlier run when this one lacks them (the report names that run): the host,
+# its settings and the last verification. Bench results never are: a bench table always
+# belongs to the run that measured it.
 HISTORY_FACTS = (
     "gpuhost_gpu",
     "gpuhost_host",
     "gpuhost_nccl",
     "gpuhost_sglang",
     "gpuhost_python_env",
+    "gpuhost_verify",
 )
 _EVENT_FILE = re.compile(r"^(\d+)-")
 

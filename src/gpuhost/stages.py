@@ -24,11 +24,15 @@ from gpuhost.commands import Command, Context, add_run_arguments, execute, reque
 from gpuhost.errors import EXIT_OK, GpuhostError
 
 
+def _secret_value(key: object, value: object) -> bool:
+    # `api_key_set: true` names a key but holds none: only strings can be secrets.
+    return record.is_secret_name(str(key)) and isinstance(value, str)
+
+
 def _redacted(value: object) -> object:
     if isinstance(value, dict):
         return {
-            k: (record.REDACTED if record.is_secret_name(str(k)) else _redacted(v))
-            for k, v in value.items()
+            k: (record.REDACTED if _secret_value(k, v) else _redacted(v)) for k, v in value.items()
         }
     if isinstance(value, list):
         return [_redacted(v) for v in value]
