@@ -56,3 +56,6 @@ if gpuhost report --help >/dev/null 2>&1; then
 else
   python3 -m json.tool "$second/report.json"
 fi
+
+# Verify (and benchmark) the sandbox server when the provision installed one.
+scripts/demo-verify.sh "$name"
