@@ -132,11 +132,26 @@ def cmd_provision(args: argparse.Namespace, ctx: Context) -> int:
     return emit(ctx, report, json_output=args.json, show_findings=request.check)
 
 
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser, check_flag=False)
+    parser.add_argument(
+        "--fail-on-drift",
+        action="store_true",
+        help="exit 1 when any host differs from the inventory (its check-mode diff)",
+    )
+
+
 def cmd_check(args: argparse.Namespace, ctx: Context) -> int:
+    from gpuhost import rollout  # deferred: rollout builds on this module
+
     request = request_from_args(args, ctx, "check")
     request.check = True
     report = execute(ctx, request, json_output=args.json)
-    return emit(ctx, report, json_output=args.json, show_findings=True)
+    rollout.apply_drift(report, fail_on_drift=args.fail_on_drift)
+    code = emit(ctx, report, json_output=args.json, show_findings=True)
+    if not args.json:
+        rollout.print_drift(ctx.out, report["drift"])
+    return code
 
 
 COMMANDS = [
@@ -149,7 +164,7 @@ COMMANDS = [
     Command(
         "check",
         "show what provision would change and the preflight findings; change nothing",
-        lambda p: add_run_arguments(p, check_flag=False),
+        add_check_arguments,
         cmd_check,
     ),
 ]
