@@ -18,6 +18,10 @@ def _label(run: Run) -> str:
     return f"{run.name} ({run.report.get('command', '?')})"
 
 
+def _lengths(pairs: set[tuple[int, int]]) -> str:
+    return ", ".join(f"{i}/{o}" for i, o in sorted(pairs)) or "-"
+
+
 def _pair(a: bench.Point | None, b: bench.Point | None, key: str, fmt: str) -> str:
     return " / ".join(fmt.format(getattr(p, key)) if p else "-" for p in (a, b))
 
@@ -44,12 +48,15 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
         fa, fb = a.facts.get(host, {}), b.facts.get(host, {})
         lines += ["", f"## Host {host}", "", "### Host facts and settings", ""]
         rows = []
-        pairs = zip(
-            host_summary(fa.get("gpuhost_gpu") or {}, fa.get("gpuhost_host") or {}),
-            host_summary(fb.get("gpuhost_gpu") or {}, fb.get("gpuhost_host") or {}),
-            strict=True,
-        )
-        rows += [[ka, _cell(va), _cell(vb)] for (ka, va), (_, vb) in pairs]
+        if any(f.get(k) for f in (fa, fb) for k in ("gpuhost_gpu", "gpuhost_host")):
+            pairs = zip(
+                host_summary(fa.get("gpuhost_gpu") or {}, fa.get("gpuhost_host") or {}),
+                host_summary(fb.get("gpuhost_gpu") or {}, fb.get("gpuhost_host") or {}),
+                strict=True,
+            )
+            rows += [[ka, _cell(va), _cell(vb)] for (ka, va), (_, vb) in pairs]
+        else:
+            rows.append(["host facts", "not recorded", "not recorded"])
         env_a = (fa.get("gpuhost_nccl") or {}).get("env") or {}
         env_b = (fb.get("gpuhost_nccl") or {}).get("env") or {}
         rows.append(
@@ -82,6 +89,14 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
         ]
         pa, pb = bench_points(a, host), bench_points(b, host)
         lines += ["", "### Benchmark (A / B)", ""]
+        lengths_a = {(p.input_len, p.output_len) for p in pa}
+        lengths_b = {(p.input_len, p.output_len) for p in pb}
+        same_lengths = lengths_a == lengths_b
+        if pa and pb and not same_lengths:
+            lines.append(
+                f"Different prompt/answer lengths (A {_lengths(lengths_a)}, B "
+                f"{_lengths(lengths_b)}): the levels are shown side by side, not compared.\n"
+            )
         if pa or pb:
             by_level = {p.concurrency: [p, None] for p in pa}
             for p in pb:
@@ -94,7 +109,7 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
                     + [_pair(x, y, key, fmt) for key, _, fmt in bench.COLUMNS[1:]]
                     + [
                         f"{(y.output_tok_s - x.output_tok_s) / x.output_tok_s * 100:+.1f}%"
-                        if x and y and x.output_tok_s
+                        if x and y and x.output_tok_s and same_lengths
                         else "-"
                     ]
                 )
