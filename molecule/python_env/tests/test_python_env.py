@@ -1,0 +1,112 @@
+"""State role python_env must leave: the venv is exactly its lock, owned by the service
+account, checked clean, with writable compile caches (run by molecule's testinfra after the
+side effect, so the lock in force is the changed one: tabulate 0.9.0)."""
+
+import json
+import re
+
+import pytest
+
+SERVICE_USER = "gpuhost"
+VENV = "/opt/gpuhost/venv"
+UV = "/opt/gpuhost/uv/bin/uv"
+LOCK_COPY = f"{VENV}/gpuhost-lock.txt"
+MARKER = f"{VENV}/gpuhost-env.json"
+CACHES = [
+    "/var/cache/gpuhost/flashinfer",
+    "/var/cache/gpuhost/triton",
+    "/var/cache/gpuhost/tvm-ffi",
+]
+# The default lane's promise (REFERENCE.md §2); the side effect moves only tabulate.
+STACK = {
+    "sglang": "0.5.10.post1",
+    "sglang-kernel": "0.4.1",
+    "flashinfer-python": "0.6.7.post3",
+    "flashinfer-cubin": "0.6.7.post3",
+    "torch": "2.9.1",
+    "transformers": "5.3.0",
+    "triton": "3.5.1",
+}
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+INSTALLED = (
+    "import importlib.metadata as m, json, re; "
+    "print(json.dumps({re.sub(r'[-_.]+', '-', d.metadata['Name']).lower(): d.version "
+    "for d in m.distributions()}))"
+)
+
+
+def _normal(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.fixture(scope="module")
+def installed(host):
+    with host.sudo(SERVICE_USER):
+        out = host.check_output(f'{VENV}/bin/python -c "{INSTALLED}"')
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def lock_pins(host):
+    text = host.file(LOCK_COPY).content_string
+    return {_normal(m.group(1)): m.group(2) for m in map(PIN.match, text.splitlines()) if m}
+
+
+def test_stack_versions_from_importlib_metadata(installed):
+    assert {name: installed.get(name) for name in STACK} == STACK
+
+
+def test_venv_is_exactly_the_lock(installed, lock_pins):
+    # pip and friends are not in a uv venv, so nothing may be extra or missing.
+    assert installed == lock_pins
+
+
+def test_side_effect_lock_is_in_force(installed):
+    assert installed["tabulate"] == "0.9.0"
+    assert "six" not in installed
+
+
+def test_uv_pip_check_is_clean(host):
+    with host.sudo(SERVICE_USER):
+        result = host.run(f"{UV} pip check --python {VENV}/bin/python")
+    assert result.rc == 0, result.stderr
+    assert "compatible" in result.stdout + result.stderr
+
+
+def test_venv_runs_the_distro_python(host):
+    assert host.file(f"{VENV}/bin/python").is_symlink
+    out = host.check_output(f"{VENV}/bin/python -c 'import sys; print(sys.base_prefix)'")
+    assert out == "/usr"
+    assert host.check_output(f"{VENV}/bin/python -V").startswith("Python 3.11.")
+
+
+def test_venv_owned_by_service_account(host):
+    for path in (VENV, f"{VENV}/bin", f"{VENV}/lib/python3.11/site-packages/sglang"):
+        f = host.file(path)
+        assert (f.user, f.group) == (SERVICE_USER, SERVICE_USER), path
+    # Nothing in the venv belongs to another account (root-owned files would block a re-sync).
+    foreign = host.check_output(f"find {VENV} ! -user {SERVICE_USER} ! -path {MARKER} | head -5")
+    assert foreign == ""
+
+
+def test_uv_is_pinned_and_root_owned(host):
+    assert host.check_output(f"{UV} --version").split()[1] == "0.9.30"
+    assert host.file(UV).user == "root"
+
+
+@pytest.mark.parametrize("path", [*CACHES, "/var/cache/gpuhost-uv"])
+def test_caches_writable_by_service_account(host, path):
+    f = host.file(path)
+    assert f.is_directory
+    assert f.user == SERVICE_USER
+    with host.sudo(SERVICE_USER):
+        assert host.run(f"test -w {path}").rc == 0
+
+
+def test_marker_names_the_lock_in_force(host, lock_pins):
+    marker = json.loads(host.file(MARKER).content_string)
+    assert marker["lock_sha256"] == host.file(LOCK_COPY).sha256sum
+    assert marker["versions"] == {k: lock_pins[k] for k in STACK}
+    assert marker["torch_cuda"] == "12.8"
+    # No GPU here: check_env is recorded only where one is.
+    assert marker["check_env"] == {}

@@ -1,0 +1,76 @@
+"""Filters over the python_env role's decisions (plugins/module_utils/gpuhost_python_env.py).
+
+paths | gpuhost_lock_select(lane, override)   -> the lock file to install
+text | gpuhost_lock_info(name)                -> {pins, python, versions, sha256, name}
+probe | gpuhost_python_env_sync_reason(marker, sha256) -> why to re-sync, or ""
+probe | gpuhost_python_env_venv_needs_clear   -> rebuild the venv from empty
+marker | gpuhost_flashinfer_cache_stale(versions) -> wipe FlashInfer's JIT cache
+root | gpuhost_python_env_cache_env           -> {FLASHINFER_WORKSPACE_BASE: ..., ...}
+stdout | gpuhost_python_env_smoke             -> the smoke test's versions
+expected | gpuhost_version_mismatches(installed) -> ["torch: lock 2.9.1, installed ..."]
+text | gpuhost_parse_check_env                -> sglang.check_env's "Key: value" lines
+host_python | gpuhost_python_mismatch(lock_python) -> why the lock does not fit, or ""
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+
+from ansible.errors import AnsibleFilterError
+
+_PATH = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "gpuhost_python_env.py"
+)
+_SPEC = importlib.util.spec_from_file_location("gpuhost_python_env_filters", _PATH)
+_logic = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(_logic)
+
+
+def lock_select(paths, lane, override=""):
+    try:
+        return _logic.select_lock(str(lane), [str(p) for p in paths], str(override or ""))
+    except _logic.LockError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def lock_info(text, name="lock"):
+    try:
+        info = _logic.lock_info(str(text), str(name))
+    except _logic.LockError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    # The same digest sha256sum gives for the file (lookup('file', rstrip=false) keeps it).
+    info["sha256"] = hashlib.sha256(str(text).encode("utf-8")).hexdigest()
+    return info
+
+
+def sync_reason(probe, marker, sha256):
+    return _logic.sync_reason(marker or None, str(sha256), dict(probe or {})) or ""
+
+
+def smoke(stdout):
+    try:
+        return _logic.parse_smoke(str(stdout))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"python_env smoke test: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpuhost_lock_select": lock_select,
+            "gpuhost_lock_info": lock_info,
+            "gpuhost_python_env_sync_reason": sync_reason,
+            "gpuhost_python_env_venv_needs_clear": lambda p: _logic.venv_needs_clear(dict(p)),
+            "gpuhost_flashinfer_cache_stale": lambda m, v: _logic.flashinfer_cache_stale(
+                m or None, dict(v)
+            ),
+            "gpuhost_python_env_cache_env": lambda root: _logic.cache_env(str(root)),
+            "gpuhost_python_env_smoke": smoke,
+            "gpuhost_version_mismatches": lambda e, i: _logic.version_mismatches(dict(e), dict(i)),
+            "gpuhost_parse_check_env": lambda text: _logic.parse_check_env(str(text)),
+            "gpuhost_python_mismatch": lambda host, lock: (
+                _logic.python_mismatch(lock or None, str(host)) or ""
+            ),
+        }

@@ -1,0 +1,152 @@
+#!/usr/bin/python
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""One read-only look at a python_env venv, cheap enough to run on every play."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpuhost_python_env_probe
+short_description: Read the state of the python_env venv, its marker and the pinned uv
+description:
+  - Reports the host Python's version, whether the venv exists and which Python it runs,
+    the version of the uv the role installed, the marker the role wrote after the last
+    verified sync, and whether an NVIDIA GPU device node is present.
+  - Never changes anything (check mode safe). The role compares the result with the
+    selected lock to decide whether to do anything at all, which keeps a re-run of an
+    unchanged host to one remote call.
+options:
+  python: {description: The interpreter the venv is built from., type: path, required: true}
+  venv: {description: The venv directory., type: path, required: true}
+  marker: {description: The role's marker file (JSON)., type: path, required: true}
+  uv: {description: The uv binary the role installs., type: path, required: true}
+  gpu_devices:
+    description: Device nodes whose presence means an NVIDIA GPU is usable.
+    type: list
+    elements: path
+    default: [/dev/nvidiactl, /dev/nvidia0]
+  dirs:
+    description: Directories that must exist with owner, group and mode; the ones that do
+      not are returned in dirs_wrong (so the role touches them only then).
+    type: list
+    elements: path
+    default: []
+  owner: {description: Owner the dirs must have., type: str, default: root}
+  group: {description: Group the dirs must have., type: str, default: root}
+  mode: {description: Octal mode the dirs must have., type: str, default: "0750"}
+author: gpuhost
+"""
+
+EXAMPLES = r"""
+- name: Look at the venv
+  gpuhost_python_env_probe:
+    python: /usr/bin/python3
+    venv: /opt/gpuhost/venv
+    marker: /opt/gpuhost/venv/gpuhost-env.json
+    uv: /opt/gpuhost/uv/bin/uv
+  register: probe
+"""
+
+RETURN = r"""
+python_version:
+  description: Host interpreter version, e.g. 3.11.2; empty when it does not run.
+  type: str
+  returned: always
+venv_exists: {description: The venv directory exists., type: bool, returned: always}
+venv_python_version:
+  description: The venv's Python version; empty when it has none that runs.
+  type: str
+  returned: always
+uv_version:
+  description: Version of the installed uv, e.g. 0.9.30; empty when absent.
+  type: str
+  returned: always
+marker:
+  description: The marker's content; null when absent or unreadable.
+  type: dict
+  returned: always
+gpu_present: {description: One of gpu_devices exists., type: bool, returned: always}
+dirs_wrong:
+  description: The dirs that are missing, not directories, or of another owner, group or mode.
+  type: list
+  elements: str
+  returned: always
+"""
+
+# Ansible modules keep their imports below the documentation strings.
+import grp  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import pwd  # noqa: E402
+import stat  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+# -I -S: no site-packages and no .pth hooks (the stack's cost ~80 ms of start-up each).
+_VERSION = ["-I", "-S", "-c", "import platform; print(platform.python_version())"]
+
+
+def _run_version(module, argv):
+    if not os.access(argv[0], os.X_OK):
+        return ""
+    rc, out, _ = module.run_command(argv)
+    return out.strip() if rc == 0 else ""
+
+
+def _dir_ok(path, owner, group, mode):
+    try:
+        st = os.stat(path)
+        return (
+            stat.S_ISDIR(st.st_mode)
+            and pwd.getpwuid(st.st_uid).pw_name == owner
+            and grp.getgrgid(st.st_gid).gr_name == group
+            and stat.S_IMODE(st.st_mode) == int(mode, 8)
+        )
+    except (OSError, KeyError):
+        return False
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "python": {"type": "path", "required": True},
+            "venv": {"type": "path", "required": True},
+            "marker": {"type": "path", "required": True},
+            "uv": {"type": "path", "required": True},
+            "gpu_devices": {
+                "type": "list",
+                "elements": "path",
+                "default": ["/dev/nvidiactl", "/dev/nvidia0"],
+            },
+            "dirs": {"type": "list", "elements": "path", "default": []},
+            "owner": {"type": "str", "default": "root"},
+            "group": {"type": "str", "default": "root"},
+            "mode": {"type": "str", "default": "0750"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    marker = None
+    try:
+        with open(p["marker"], encoding="utf-8") as handle:
+            marker = json.load(handle)
+    except (OSError, ValueError):
+        marker = None
+    uv = _run_version(module, [p["uv"], "--version"])
+    module.exit_json(
+        changed=False,
+        python_version=_run_version(module, [p["python"], *_VERSION]),
+        venv_exists=os.path.isdir(p["venv"]),
+        venv_python_version=_run_version(
+            module, [os.path.join(p["venv"], "bin", "python"), *_VERSION]
+        ),
+        uv_version=uv.split()[1] if len(uv.split()) > 1 else "",
+        marker=marker if isinstance(marker, dict) else None,
+        gpu_present=any(os.path.exists(d) for d in p["gpu_devices"]),
+        dirs_wrong=[d for d in p["dirs"] if not _dir_ok(d, p["owner"], p["group"], p["mode"])],
+    )
+
+
+if __name__ == "__main__":
+    main()

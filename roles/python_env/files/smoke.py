@@ -1,0 +1,31 @@
+# Import smoke test of the SGLang stack, run by the python_env role inside the venv.
+# Needs no GPU: it imports the packages and reports what is installed. The role reads the
+# last line, tagged GPUHOST_SMOKE, as JSON (imports may print their own lines before it).
+import importlib
+import importlib.metadata as metadata
+import json
+import platform
+
+DISTRIBUTIONS = (
+    "sglang",
+    "sglang-kernel",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "torch",
+    "transformers",
+    "triton",
+)
+modules = {name: importlib.import_module(name) for name in ("torch", "flashinfer", "sglang")}
+report = {
+    "python": platform.python_version(),
+    "modules": {name: str(getattr(mod, "__version__", "")) for name, mod in modules.items()},
+    # The CUDA line torch was built for: the lane's promise (12.8 or 13.0).
+    "torch_cuda": modules["torch"].version.cuda,
+    "distributions": {},
+}
+for name in DISTRIBUTIONS:
+    try:
+        report["distributions"][name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        pass
+print("GPUHOST_SMOKE " + json.dumps(report, sort_keys=True))
