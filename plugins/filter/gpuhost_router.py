@@ -1,0 +1,76 @@
+"""Filters for the sglang-router fleet: which URL the router knows each worker by.
+
+The router role (the worker list it starts with) and the rolling update (the worker it
+drains) must name a worker by the same URL, or a drain would miss it; both use these.
+
+name | gpuhost_worker_url(hostvars[name])            -> "http://<address>:<port>"
+names | gpuhost_worker_urls(hostvars)                -> one URL per host, inventory order
+workers_json | gpuhost_router_worker_ids(url[, healthy_only]) -> ids the router holds for it
+result | gpuhost_router_found_pairs(url)             -> [[router, id], ...] from a looped GET
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+# sglang_server_port's default; a worker whose inventory does not set it serves here.
+DEFAULT_SERVER_PORT = 30000
+
+
+def _norm(url: str) -> str:
+    return str(url).strip().rstrip("/")
+
+
+def worker_url(name: str, host_vars) -> str:
+    """An explicit `sglang_router_worker_url` wins; else ansible_host (or the inventory
+    name) and the worker's `sglang_server_port`."""
+    try:
+        explicit = host_vars.get("sglang_router_worker_url")
+        if explicit:
+            return _norm(explicit)
+        address = host_vars.get("ansible_host") or name
+        port = host_vars.get("sglang_server_port") or DEFAULT_SERVER_PORT
+    except AttributeError:
+        raise AnsibleFilterError(f"gpuhost_worker_url: no host variables for {name!r}") from None
+    if ":" in str(address) and not str(address).startswith("["):
+        address = f"[{address}]"  # an IPv6 literal needs brackets in a URL
+    return f"http://{address}:{int(port)}"
+
+
+def worker_urls(names, hostvars) -> list[str]:
+    return [worker_url(name, hostvars[name]) for name in names]
+
+
+def router_worker_ids(workers_json, url: str, healthy_only: bool = False) -> list[str]:
+    """GET /workers answers {"workers": [{"id", "url", "is_healthy", ...}]}; a URL may be
+    listed twice after a crashed update re-added it, so every matching id is returned."""
+    if not isinstance(workers_json, dict) or not isinstance(workers_json.get("workers"), list):
+        raise AnsibleFilterError(
+            f"gpuhost_router_worker_ids: not a /workers answer: {str(workers_json)[:200]}"
+        )
+    want = _norm(url)
+    return [
+        str(w["id"])
+        for w in workers_json["workers"]
+        if isinstance(w, dict)
+        and _norm(w.get("url", "")) == want
+        and w.get("id")
+        and (w.get("is_healthy") is True or not healthy_only)
+    ]
+
+
+def router_found_pairs(result, url: str) -> list[list[str]]:
+    """One looped uri result (item = router host, json = its /workers) -> [[router, id]]."""
+    if not isinstance(result, dict) or "item" not in result:
+        raise AnsibleFilterError("gpuhost_router_found_pairs: expects one looped uri result")
+    return [[str(result["item"]), i] for i in router_worker_ids(result.get("json"), url)]
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpuhost_worker_url": worker_url,
+            "gpuhost_worker_urls": worker_urls,
+            "gpuhost_router_worker_ids": router_worker_ids,
+            "gpuhost_router_found_pairs": router_found_pairs,
+        }

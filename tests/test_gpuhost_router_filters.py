@@ -1,0 +1,89 @@
+"""The worker-URL and /workers filters the router role and the rolling update share
+(plugins/filter/gpuhost_router.py): both must name a worker the same way."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+_PATH = Path(__file__).resolve().parents[1] / "plugins" / "filter" / "gpuhost_router.py"
+_spec = importlib.util.spec_from_file_location("gpuhost_router_filters", _PATH)
+router = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(router)
+
+# GET /workers of sglang-router 0.3.2, trimmed (captured from the real router here).
+WORKERS = {
+    "workers": [
+        {
+            "id": "c7b8008b-804b-445d-8ceb-b6e52a83472e",
+            "url": "http://127.0.0.1:31001",
+            "is_healthy": True,
+        },
+        {
+            "id": "efae5b6d-b3e2-4763-ba86-0b724a0bc3a8",
+            "url": "http://127.0.0.1:31002/",
+            "is_healthy": False,
+        },
+    ],
+    "total": 2,
+}
+
+
+def test_explicit_worker_url_wins():
+    host = {"sglang_router_worker_url": "http://10.0.0.5:8000/", "ansible_host": "x"}
+    assert router.worker_url("gpu1", host) == "http://10.0.0.5:8000"
+
+
+def test_worker_url_from_address_and_server_port():
+    assert router.worker_url("gpu1", {"ansible_host": "10.0.0.5", "sglang_server_port": 8000}) == (
+        "http://10.0.0.5:8000"
+    )
+
+
+def test_worker_url_defaults_to_inventory_name_and_sglang_port():
+    assert router.worker_url("gpu1.lan", {}) == "http://gpu1.lan:30000"
+
+
+def test_ipv6_address_gets_brackets():
+    assert router.worker_url("g", {"ansible_host": "fd00::5"}) == "http://[fd00::5]:30000"
+
+
+def test_worker_urls_keep_inventory_order():
+    hostvars = {"b": {"ansible_host": "10.0.0.2"}, "a": {"ansible_host": "10.0.0.1"}}
+    assert router.worker_urls(["b", "a"], hostvars) == [
+        "http://10.0.0.2:30000",
+        "http://10.0.0.1:30000",
+    ]
+
+
+def test_worker_ids_match_urls_with_or_without_trailing_slash():
+    assert router.router_worker_ids(WORKERS, "http://127.0.0.1:31002") == [
+        "efae5b6d-b3e2-4763-ba86-0b724a0bc3a8"
+    ]
+    assert router.router_worker_ids(WORKERS, "http://127.0.0.1:31001/") == [
+        "c7b8008b-804b-445d-8ceb-b6e52a83472e"
+    ]
+
+
+def test_healthy_only_skips_a_worker_the_router_has_not_found_healthy():
+    assert router.router_worker_ids(WORKERS, "http://127.0.0.1:31002", True) == []
+    assert router.router_worker_ids(WORKERS, "http://127.0.0.1:31001", True) != []
+
+
+def test_unknown_worker_has_no_ids():
+    assert router.router_worker_ids(WORKERS, "http://127.0.0.1:9") == []
+
+
+def test_not_a_workers_answer_is_an_error():
+    with pytest.raises(AnsibleFilterError, match="not a /workers answer"):
+        router.router_worker_ids("Missing or invalid Authorization header", "http://x:1")
+
+
+def test_found_pairs_name_the_router_host():
+    result = {"item": "router1", "json": WORKERS}
+    assert router.router_found_pairs(result, "http://127.0.0.1:31001") == [
+        ["router1", "c7b8008b-804b-445d-8ceb-b6e52a83472e"]
+    ]
