@@ -203,6 +203,18 @@ def cmd_bench(args: argparse.Namespace, ctx: Context) -> int:
     if (Path(rep["run_dir"]) / report.PLOT_NAME).is_file():
         ctx.out.print(Text(f"Plot: {Path(rep['run_dir']) / report.PLOT_NAME}", style="dim"))
     ctx.out.print(Text(f"Report: {rep['report_md']}", style="dim"))
+    if rep["regressions"]:
+        if args.fail_on_regression:
+            ctx.out.print(Text(str(rep["error"]), style="bold red"), soft_wrap=True)
+        else:
+            ctx.out.print(
+                Text(
+                    f"{rep['regressions']} level(s) regressed; --fail-on-regression makes "
+                    "that exit 1",
+                    style="bold yellow",
+                ),
+                soft_wrap=True,
+            )
     summary.print_footer(ctx.out, rep)
     return record.STATUS_EXIT[rep["status"]]
 
