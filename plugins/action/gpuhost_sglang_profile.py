@@ -1,0 +1,242 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Action plugin: resolve, validate and render the SGLang serving profile (controller only).
+
+Reads profiles/<name>.yml and data/sglang/catalogue-<version>.json on the controller, checks
+the flags against the pinned sglang's argument catalogue and the host facts, and returns the
+server's argv and ExecStart. Nothing is sent to the host, so it runs in preflight before any
+change (playbooks/preflight.yml) and again when the unit is rendered (role sglang_server).
+The rules live in plugins/module_utils/gpuhost_profile.py (tests/test_profile_validate.py).
+
+Sets the cacheable facts `gpuhost_sglang` (the resolved profile, argv, exec_start, env
+without secrets, expected baseline, warnings, notes) and `gpuhost_findings` (its
+`sglang_server.*` items replaced).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+DOCUMENTATION = r"""
+---
+action: gpuhost_sglang_profile
+short_description: Resolve, validate and render the SGLang serving profile
+options:
+  profile:
+    description: Name of a file in profiles_dir without .yml; empty for none.
+    type: str
+  profiles_dir:
+    description: Where profiles live; default profiles/ of this repository.
+    type: path
+  overrides:
+    description: model, served_model_name, revision, tp_size, flags, env.
+    type: dict
+  sglang_version:
+    description: The pinned sglang version (selects the catalogue).
+    type: str
+  catalogue_dir:
+    description: Default data/sglang/ of this repository.
+    type: path
+  gpu:
+    description: The gpuhost_gpu fact, or {}.
+    type: dict
+  nccl:
+    description: The gpuhost_nccl fact, or {}.
+    type: dict
+  host:
+    type: str
+  port:
+    type: int
+  api_key_set:
+    description: Whether an API key is configured (the key itself is never passed).
+    type: bool
+  api_key_valid:
+    description: Whether it matches the allowed characters.
+    type: bool
+  force_kv_cache_auto:
+    type: bool
+  standin:
+    description: The entry point is a test stand-in (no GPU needed).
+    type: bool
+  entrypoint:
+    description: argv prefix of the server, e.g. [python, -m, sglang.launch_server].
+    type: list
+  launcher:
+    description: Path of gpuhost-sglang-launch on the host; empty for none.
+    type: str
+  model_path:
+    description: Local weights path that replaces the model id; empty for none.
+    type: str
+  display:
+    description: Print warnings and notes (false when already shown this run).
+    type: bool
+"""
+
+_REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _logic():
+    # Controller plugins outside a collection cannot import custom module_utils: load the
+    # pure module by path (as plugins/action/gpuhost_validate.py does).
+    path = os.path.join(_REPO, "plugins", "module_utils", "gpuhost_profile.py")
+    spec = importlib.util.spec_from_file_location("gpuhost_profile_logic", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _plain(value):
+    """Ansible hands plugins lazy/tagged containers; the pure code wants plain ones."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        args = _plain(dict(self._task.args))
+        logic = _logic()
+
+        profile_name = args.get("profile") or ""
+        profiles_dir = args.get("profiles_dir") or os.path.join(_REPO, "profiles")
+        doc = {}
+        if profile_name:
+            path = os.path.join(profiles_dir, f"{profile_name}.yml")
+            if not os.path.isfile(path):
+                known = (
+                    sorted(f[:-4] for f in os.listdir(profiles_dir) if f.endswith(".yml"))
+                    if os.path.isdir(profiles_dir)
+                    else []
+                )
+                raise AnsibleActionFail(
+                    f"sglang_server_profile: got {profile_name!r}; allowed: one of "
+                    f"{', '.join(known) or '(none found)'} (files in {profiles_dir}), or '' "
+                    "for the sglang_server_* settings alone"
+                )
+            with open(path, encoding="utf-8") as handle:
+                doc = yaml.safe_load(handle) or {}
+
+        version = str(args.get("sglang_version") or "")
+        catalogue_dir = args.get("catalogue_dir") or os.path.join(_REPO, "data", "sglang")
+        catalogue_path = os.path.join(catalogue_dir, f"catalogue-{version}.json")
+        if not os.path.isfile(catalogue_path):
+            have = (
+                sorted(f for f in os.listdir(catalogue_dir) if f.startswith("catalogue-"))
+                if os.path.isdir(catalogue_dir)
+                else []
+            )
+            raise AnsibleActionFail(
+                f"sglang_server_sglang_version: no argument catalogue for sglang {version!r} "
+                f"({catalogue_path}); catalogues present: {', '.join(have) or 'none'}. Build "
+                "it with tools/sglang_catalogue.py (role python_env)"
+            )
+        with open(catalogue_path, encoding="utf-8") as handle:
+            catalogue = json.load(handle)
+
+        try:
+            effective = logic.resolve(doc, args.get("overrides") or {})
+            listen = {
+                "host": args.get("host", "127.0.0.1"),
+                "port": args.get("port", 30000),
+                "api_key_set": bool(args.get("api_key_set")),
+                "api_key_valid": bool(args.get("api_key_valid", True)),
+            }
+            checked = logic.validate(
+                effective,
+                catalogue,
+                gpu=args.get("gpu") or {},
+                nccl=args.get("nccl") or {},
+                policy={
+                    "force_kv_cache_auto": bool(args.get("force_kv_cache_auto")),
+                    "standin": bool(args.get("standin")),
+                },
+                listen=listen,
+            )
+        except logic.ProfileError as exc:
+            raise AnsibleActionFail(f"sglang_server_profile {profile_name!r}: {exc}") from exc
+
+        findings = [
+            f
+            for f in task_vars.get("gpuhost_findings") or []
+            if not str(f.get("check", "")).startswith("sglang_server.")
+        ] + checked["findings"]
+
+        display = args.get("display", True)
+        if display:
+            for line in checked["warnings"]:
+                self._display.warning(f"sglang profile: {line}")
+            for line in checked["notes"]:
+                self._display.display(f"sglang profile: {line}")
+
+        if checked["errors"]:
+            result.update(
+                failed=True,
+                changed=False,
+                errors=checked["errors"],
+                ansible_facts={"gpuhost_findings": findings},
+                msg=(
+                    f"serving profile {profile_name or '(inline)'} rejected for sglang {version}, "
+                    f"nothing was changed:\n" + "\n".join(checked["errors"])
+                ),
+            )
+            return result
+
+        server_args = logic.render_args(
+            effective, checked["flags"], listen, args.get("model_path") or None
+        )
+        entry = [str(a) for a in args.get("entrypoint") or []]
+        launcher = args.get("launcher") or ""
+        argv = ([entry[0], launcher, *entry[1:]] if launcher else entry) + server_args
+        plan = {
+            "profile": profile_name,
+            "description": effective["description"],
+            "sglang_version": version,
+            "model": effective["model"],
+            "revision": effective["revision"],
+            "served_model_name": effective["served_model_name"],
+            "tp_size": int(effective["tp_size"]),
+            "host": listen["host"],
+            "port": int(listen["port"]),
+            "api_key_set": listen["api_key_set"],
+            "flags": checked["flags"],
+            "env": {k: str(v) for k, v in effective["env"].items()},
+            "server_args": server_args,
+            "argv": argv,
+            "exec_start": logic.exec_start(argv),
+            "expected_baseline": effective["expected_baseline"],
+            "download_gib": effective["download_gib"],
+            "standin": bool(args.get("standin")),
+            "nccl_decided": isinstance(
+                (args.get("nccl") or {}).get("disable_custom_all_reduce"), bool
+            ),
+            "warnings": checked["warnings"],
+            "notes": checked["notes"],
+        }
+        result.update(
+            changed=False,
+            ansible_facts={"gpuhost_sglang": plan, "gpuhost_findings": findings},
+            _ansible_facts_cacheable=True,
+            msg=f"profile {profile_name or '(inline)'} valid for sglang {version}: "
+            + plan["exec_start"],
+        )
+        return result

@@ -1,0 +1,596 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""The SGLang serving profile: resolve it, validate it, render the server's command line.
+
+Pure: dicts in, dicts out; no Ansible, no YAML, no I/O. The action plugin
+gpuhost_sglang_profile feeds it the profile file, the inventory's overrides, the argument
+catalogue of the pinned sglang version (data/sglang/catalogue-<version>.json) and the host
+facts; tests/test_profile_validate.py feeds it dicts.
+
+Every rule here comes from ../shared/REFERENCE.md §2-3 (read from the sglang wheels'
+srt/server_args.py) and says so in its message, so a failed run explains itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+
+# Flags that have their own variable: one value, one place. The message names it.
+RESERVED = {
+    "--model-path": "sglang_server_model_id (or the profile's model)",
+    "--model": "sglang_server_model_id (or the profile's model)",
+    "--served-model-name": "sglang_server_served_model_name",
+    "--host": "sglang_server_host",
+    "--port": "sglang_server_port",
+    "--tp-size": "sglang_server_tp_size (or the profile's tp_size)",
+    "--tensor-parallel-size": "sglang_server_tp_size (or the profile's tp_size)",
+    "--revision": "sglang_server_revision (or the profile's revision)",
+    "--api-key": "sglang_server_api_key (from Vault or the environment, never a flag)",
+    "--disable-custom-all-reduce": (
+        "the nccl role's decision (gpuhost_nccl.disable_custom_all_reduce); override it "
+        "with nccl_env_overrides.disable_custom_all_reduce"
+    ),
+}
+
+# Renames between sglang versions (REFERENCE §2): the old name is an "unrecognized
+# arguments" error from 0.5.20 on; the new one does not exist before 0.5.12.
+RENAMES = {
+    "--nsa-prefill-backend": "--dsa-prefill-backend",
+    "--nsa-decode-backend": "--dsa-decode-backend",
+}
+RENAMED_IN = "0.5.20"
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# What an API key may contain: it is masked in logs by plain substring replacement and
+# written to an EnvironmentFile, so no quotes, spaces or backslashes.
+API_KEY_PATTERN = r"[A-Za-z0-9._~+/=-]{16,}"
+
+# GLM-5 and DeepSeek-V3.2 use DeepSeek Sparse Attention (DSA, "nsa" in sglang's code).
+DSA_MODEL_PATTERN = re.compile(r"glm-?5|deepseek-v3\.2", re.IGNORECASE)
+NVFP4_QUANTIZATIONS = {"modelopt_fp4", "nvfp4", "petit_nvfp4", "modelopt_mixed"}
+ALLREDUCE_FUSION_SMS = {90, 100, 103}
+
+SOURCE = "../shared/REFERENCE.md §2"
+
+
+class ProfileError(Exception):
+    """The profile file or overrides cannot be read as a profile at all."""
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+
+
+def version_tuple(text):
+    """'0.5.10.post1' -> (0, 5, 10); unknown parts are 0."""
+    numbers = [int(n) for n in re.findall(r"\d+", str(text or ""))[:3]]
+    return tuple(numbers + [0] * (3 - len(numbers)))
+
+
+def _sm(capability):
+    """'12.0' -> 120; None when unknown."""
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(capability))
+    return int(match.group(1)) * 10 + int(match.group(2)) if match else None
+
+
+def gpu_summary(gpu):
+    """(count or None, sorted SMs) from the gpuhost_gpu fact (docs/facts.md)."""
+    if not isinstance(gpu, dict) or not gpu.get("driver", {}).get("loaded", False):
+        return None, []
+    count = gpu.get("count")
+    sms = sorted(
+        {s for s in (_sm(g.get("compute_capability")) for g in gpu.get("gpus") or []) if s}
+    )
+    if not isinstance(count, int) or isinstance(count, bool):
+        return None, sms
+    return count, sms
+
+
+def _finding(check, status, message, fix=""):
+    return {"check": f"sglang_server.{check}", "status": status, "message": message, "fix": fix}
+
+
+# --------------------------------------------------------------------------------------
+# catalogue lookups (shape: {"sglang_version", "flags": {"--x": {dest, aliases, type,
+# action, choices, default, nargs, help}}}, built by role python_env from the real wheel)
+
+
+class Catalogue:
+    def __init__(self, data):
+        if not isinstance(data, dict) or not isinstance(data.get("flags"), dict):
+            raise ProfileError("argument catalogue has no 'flags' mapping")
+        self.version = str(data.get("sglang_version", "unknown"))
+        self.flags = data["flags"]
+        self.names = {}
+        for name, entry in self.flags.items():
+            self.names[name] = name
+            for alias in entry.get("aliases") or []:
+                self.names.setdefault(alias, name)
+
+    def resolve(self, flag):
+        """(canonical, None) for an exact name or alias; (None, problem) otherwise."""
+        if flag in self.names:
+            return self.names[flag], None
+        prefixed = sorted(n for n in self.names if n.startswith(flag))
+        if prefixed:
+            full = sorted({self.names[n] for n in prefixed})
+            if len(full) == 1:
+                # Suggest the spelling the user was abbreviating (--tp -> --tp-size).
+                spelled = min(prefixed, key=len)
+                reserved = RESERVED.get(spelled) or RESERVED.get(full[0])
+                where = f", and it is set through {reserved}" if reserved else ""
+                return None, (
+                    f"{flag} is not a flag of sglang {self.version}; argparse would take it as "
+                    f"an abbreviation of {spelled}, which breaks when a new flag shares the "
+                    f"prefix: write {spelled}{where}"
+                )
+            return None, (
+                f"{flag} is not a flag of sglang {self.version}; as a prefix it is ambiguous "
+                f"({', '.join(full[:6])}): write the full name"
+            )
+        return None, self._unknown(flag)
+
+    def _unknown(self, flag):
+        renamed = RENAMES.get(flag)
+        old = {new: old for old, new in RENAMES.items()}.get(flag)
+        if renamed and renamed in self.names:
+            return (
+                f"{flag} was renamed {renamed} after sglang 0.5.11 and the old name is an "
+                f"'unrecognized arguments' error from {RENAMED_IN} on ({SOURCE}); sglang "
+                f"{self.version} knows only {renamed}: rename it"
+            )
+        if old and old in self.names:
+            return (
+                f"{flag} does not exist in sglang {self.version}; this version calls it "
+                f"{old} ({SOURCE}): use {old}, or pin sglang >= {RENAMED_IN}"
+            )
+        close = difflib.get_close_matches(flag, list(self.flags), n=3, cutoff=0.75)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return f"{flag} is not a flag of sglang {self.version} (unknown or removed){hint}"
+
+    def entry(self, canonical):
+        return self.flags.get(canonical) or {}
+
+
+def _is_switch(entry):
+    action = str(entry.get("action") or "")
+    return (
+        entry.get("nargs") == 0
+        or "store_true" in action.lower()
+        or "store_const" in action.lower()
+        or ("storetrue" in action.lower())
+    )
+
+
+def _check_value(flag, canonical, value, entry, version):
+    """Problems with one flag's value against its catalogue entry (a list of strings)."""
+    problems = []
+    if _is_switch(entry):
+        if value is not True:
+            problems.append(
+                f"{flag} is a switch in sglang {version}: set it to true (or remove it), "
+                f"got {value!r}"
+            )
+        return problems
+    if value is True:
+        problems.append(f"{flag} takes a value in sglang {version}; got true")
+        return problems
+    values = value if isinstance(value, list) else [value]
+    nargs = entry.get("nargs")
+    if isinstance(value, list) and nargs in (None, "?"):
+        problems.append(f"{flag} takes one value in sglang {version}; got a list")
+    choices = entry.get("choices")
+    kind = str(entry.get("type") or "")
+    for item in values:
+        if choices:
+            if str(item) not in [str(c) for c in choices]:
+                problems.append(
+                    f"{flag} {item!r} is not a choice of sglang {version}; allowed: "
+                    + ", ".join(str(c) for c in choices)
+                )
+            continue
+        if kind == "int" and not _intlike(item):
+            problems.append(f"{flag} needs an integer in sglang {version}; got {item!r}")
+        elif kind == "float" and not _floatlike(item):
+            problems.append(f"{flag} needs a number in sglang {version}; got {item!r}")
+    return problems
+
+
+def _intlike(value):
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and re.fullmatch(r"[-+]?\d+", value.strip()) is not None
+
+
+def _floatlike(value):
+    if isinstance(value, bool):
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------
+# resolve
+
+
+def resolve(profile_doc, overrides):
+    """Effective profile: the profile file's values, then the inventory's overrides.
+
+    profile_doc: the parsed profiles/<name>.yml, or {} when no profile is selected.
+    overrides: {model, served_model_name, revision, tp_size, flags, env}; empty string,
+    0 or {} mean "take the profile's". A flag set to null or false in overrides removes the
+    profile's flag of that name.
+    """
+    doc = dict(profile_doc or {})
+    over = dict(overrides or {})
+    for key in ("flags", "env"):
+        for source, value in (("profile", doc.get(key)), ("override", over.get(key))):
+            if value is not None and not isinstance(value, dict):
+                raise ProfileError(
+                    f"{source} {key}: expected a mapping, got {type(value).__name__}"
+                )
+    flags = dict(doc.get("flags") or {})
+    for name, value in (over.get("flags") or {}).items():
+        if value is None or value is False:
+            flags.pop(name, None)
+        else:
+            flags[name] = value
+    env = {str(k): v for k, v in (doc.get("env") or {}).items()}
+    env.update({str(k): v for k, v in (over.get("env") or {}).items()})
+    model = over.get("model") or doc.get("model") or ""
+    return {
+        "model": str(model),
+        "served_model_name": str(
+            over.get("served_model_name") or doc.get("served_model_name") or model
+        ),
+        "revision": str(over.get("revision") or doc.get("revision") or "main"),
+        "tp_size": over.get("tp_size") or doc.get("tp_size") or 1,
+        "dsa": doc.get("dsa"),
+        "flags": flags,
+        "env": env,
+        "expected_baseline": doc.get("expected_baseline") or {},
+        "download_gib": doc.get("download_gib") or 0,
+        "description": doc.get("description", ""),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# validate
+
+
+def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None):
+    """Check an effective profile. Returns a dict:
+
+    errors / warnings / notes: lists of message lines;
+    findings: gpuhost_findings items (sglang_server.*);
+    flags: the final flag mapping (canonical names, the nccl decision applied).
+
+    policy: {force_kv_cache_auto: bool, standin: bool}
+    listen: {host, port, api_key_set: bool, api_key_valid: bool}
+    """
+    policy = policy or {}
+    listen = listen or {}
+    errors, warnings, notes, findings = [], [], [], []
+    cat = catalogue if isinstance(catalogue, Catalogue) else Catalogue(catalogue)
+    # flags: as the user spelled them (rendered); canon: by the catalogue's name (the rules).
+    flags, canon = {}, {}
+
+    def get(name, default=None):
+        return canon.get(cat.names.get(name, name), default)
+
+    def has(name):
+        return cat.names.get(name, name) in canon
+
+    # Names and values against the pinned version's catalogue.
+    flag_errors = []
+    for flag, value in effective["flags"].items():
+        if not isinstance(flag, str) or not flag.startswith("--"):
+            flag_errors.append(
+                f"sglang_server_flags: {flag!r} must be a long flag such as --tp-size"
+            )
+            continue
+        if flag in RESERVED:
+            flag_errors.append(f"sglang_server_flags: {flag} is set through {RESERVED[flag]}")
+            continue
+        canonical, problem = cat.resolve(flag)
+        if problem:
+            flag_errors.append(f"sglang_server_flags: {problem}")
+            continue
+        if canonical in RESERVED:
+            flag_errors.append(f"sglang_server_flags: {flag} is set through {RESERVED[canonical]}")
+            continue
+        for message in _check_value(flag, canonical, value, cat.entry(canonical), cat.version):
+            flag_errors.append(f"sglang_server_flags: {message}")
+        entry = cat.entry(canonical)
+        if entry.get("deprecated") or "deprecat" in str(entry.get("action") or "").lower():
+            warnings.append(
+                f"{flag} is deprecated in sglang {cat.version}: "
+                f"{(entry.get('help') or '').strip()[:160]}"
+            )
+        flags[flag] = value
+        canon[canonical] = value
+    for flag in ("--model-path", "--served-model-name", "--host", "--port", "--tp-size"):
+        if flag not in cat.names:
+            flag_errors.append(f"the argument catalogue of sglang {cat.version} lacks {flag}")
+    errors += flag_errors
+    findings.append(
+        _finding("flags", "fail", flag_errors[0], "see the run's error list")
+        if flag_errors
+        else _finding("flags", "pass", f"{len(flags)} flag(s) valid for sglang {cat.version}")
+    )
+
+    count, sms = gpu_summary(gpu)
+    no_gpu = count is None or count == 0
+    if no_gpu:
+        notes.append(
+            "no NVIDIA GPU visible (gpuhost_gpu): GPU-count and architecture checks skipped"
+            + (" (stand-in mode)" if policy.get("standin") else "")
+        )
+
+    # Flags that do nothing on this architecture or with these other flags: warn.
+    inert = []
+    attention = str(get("--attention-backend", ""))
+    for flag in (
+        "--nsa-prefill-backend",
+        "--nsa-decode-backend",
+        "--dsa-prefill-backend",
+        "--dsa-decode-backend",
+    ):
+        if has(flag) and attention and attention not in ("nsa", "dsa"):
+            inert.append(
+                f"{flag} is only read with --attention-backend nsa/dsa; with {attention} it is "
+                f"inert ({SOURCE}): remove it"
+            )
+    if has("--enable-flashinfer-allreduce-fusion") and sms and not set(sms) & ALLREDUCE_FUSION_SMS:
+        inert.append(
+            "--enable-flashinfer-allreduce-fusion only acts on SM90/SM100; inert on "
+            f"SM{'/SM'.join(map(str, sms))} ({SOURCE}; deprecated by 0.5.20 for "
+            "--flashinfer-allreduce-fusion-backend): remove it"
+        )
+    quantization = str(get("--quantization", ""))
+    nvfp4 = quantization in NVFP4_QUANTIZATIONS or "nvfp4" in effective["model"].lower()
+    if has("--fp8-gemm-backend") and nvfp4:
+        inert.append(
+            "--fp8-gemm-backend is likely inert for an NVFP4 checkpoint; the NVFP4 GEMM "
+            f"backend is --fp4-gemm-backend ({SOURCE}): remove it or use --fp4-gemm-backend"
+        )
+    warnings += inert
+    findings.append(
+        _finding(
+            "inert_flags",
+            "warn",
+            f"{len(inert)} flag(s) do nothing here: {inert[0]}",
+            "remove them",
+        )
+        if inert
+        else _finding("inert_flags", "pass", "no flag known to be inert on this host")
+    )
+
+    # KV cache dtype for a DSA model on SM >= 10 (REFERENCE §2).
+    dsa = effective.get("dsa")
+    if dsa is None:
+        dsa = bool(DSA_MODEL_PATTERN.search(effective["model"]))
+    kv = str(get("--kv-cache-dtype", "auto"))
+    absent = " (the default when the flag is absent)"
+    if dsa and sms and max(sms) >= 100 and kv == "auto":
+        message = (
+            f"--kv-cache-dtype auto{'' if has('--kv-cache-dtype') else absent} "
+            f"with a DSA model ({effective['model']}) on SM{max(sms)} becomes fp8_e4m3 in sglang "
+            "(_set_default_nsa_kv_cache_dtype), and FP8 KV gives garbled output on SM120 "
+            f"({SOURCE})"
+        )
+        if policy.get("force_kv_cache_auto"):
+            warnings.append(message + "; kept because sglang_server_force_kv_cache_auto is true")
+            findings.append(
+                _finding("kv_cache_dtype", "warn", message, "set --kv-cache-dtype bf16")
+            )
+        else:
+            errors.append(
+                "sglang_server_flags: " + message + ": set '--kv-cache-dtype': bf16, or "
+                "sglang_server_force_kv_cache_auto: true to keep auto"
+            )
+            findings.append(
+                _finding("kv_cache_dtype", "fail", message, "set --kv-cache-dtype bf16")
+            )
+    elif dsa and sms and 120 in sms and kv.startswith("fp8"):
+        message = (
+            f"--kv-cache-dtype {kv} on SM120 with a DSA model: reported to give garbled "
+            f"output ({SOURCE})"
+        )
+        warnings.append(message)
+        findings.append(_finding("kv_cache_dtype", "warn", message, "use bf16"))
+    else:
+        findings.append(_finding("kv_cache_dtype", "pass", f"--kv-cache-dtype {kv}"))
+
+    # Tensor parallelism against the GPUs this host has.
+    tp = effective["tp_size"]
+    if not _intlike(tp) or int(tp) < 1:
+        errors.append(f"sglang_server_tp_size: got {tp!r}; allowed: an integer >= 1")
+        findings.append(_finding("tp_size", "fail", f"TP size {tp!r} is not an integer >= 1"))
+    elif not no_gpu:
+        tp = int(tp)
+        pp = int(get("--pp-size", 1) or 1)
+        nnodes = int(get("--nnodes", 1) or 1)
+        total = tp * pp
+        if total % nnodes:
+            errors.append(
+                f"sglang_server_tp_size: TP {tp} x PP {pp} = {total} GPUs do not split evenly "
+                f"over --nnodes {nnodes}"
+            )
+            findings.append(
+                _finding("tp_size", "fail", f"TP x PP {total} not divisible by {nnodes} nodes")
+            )
+        elif total // nnodes > count:
+            errors.append(
+                f"sglang_server_tp_size: got {tp}; this host has {count} GPU(s) and the profile "
+                f"needs {total // nnodes} per node (TP {tp} x PP {pp} / {nnodes} node(s)); "
+                f"allowed: TP x PP / nodes <= {count}"
+            )
+            findings.append(
+                _finding(
+                    "tp_size",
+                    "fail",
+                    f"TP {tp} needs {total // nnodes} GPUs, host has {count}",
+                    f"set sglang_server_tp_size <= {count}",
+                )
+            )
+        elif total // nnodes < count:
+            warnings.append(
+                f"TP {tp} x PP {pp} uses {total // nnodes} of this host's {count} GPUs; "
+                "the rest idle"
+            )
+            findings.append(
+                _finding("tp_size", "warn", f"TP {tp} leaves {count - total // nnodes} GPU(s) idle")
+            )
+        else:
+            findings.append(_finding("tp_size", "pass", f"TP {tp} uses all {count} GPUs"))
+
+    # Custom all-reduce: the nccl role decides (one decision, one place).
+    if isinstance(nccl, dict) and isinstance(nccl.get("disable_custom_all_reduce"), bool):
+        reason = _car_reason(nccl)
+        if nccl["disable_custom_all_reduce"]:
+            flags["--disable-custom-all-reduce"] = True
+            notes.append(f"--disable-custom-all-reduce added by the nccl decision: {reason}")
+        else:
+            notes.append(f"custom all-reduce left on by the nccl decision: {reason}")
+        findings.append(
+            _finding(
+                "custom_all_reduce",
+                "pass",
+                f"{'off' if nccl['disable_custom_all_reduce'] else 'on'} (nccl: {reason})",
+            )
+        )
+    else:
+        notes.append(
+            "the nccl decision is not known yet (role nccl runs later): custom all-reduce "
+            "is settled when the server is configured"
+        )
+
+    # Listening address and API key (DESIGN invariants).
+    host = str(listen.get("host", "127.0.0.1"))
+    if host not in LOOPBACK_HOSTS and not listen.get("api_key_set"):
+        errors.append(
+            f"sglang_server_host: got {host!r}, a non-loopback address, and sglang_server_api_key "
+            "is empty; allowed: 127.0.0.1/::1, or set sglang_server_api_key (Vault or the "
+            "GPUHOST_SGLANG_API_KEY environment variable). /health and /metrics answer without "
+            "the key either way: firewall the port (sglang_server_firewall_cidrs)"
+        )
+        findings.append(
+            _finding(
+                "listen",
+                "fail",
+                f"listens on {host} without an API key",
+                "set sglang_server_api_key or bind 127.0.0.1",
+            )
+        )
+    elif listen.get("api_key_set") and not listen.get("api_key_valid", True):
+        errors.append(
+            "sglang_server_api_key: the value (not shown) is not 16 or more of the characters "
+            "A-Z a-z 0-9 . _ ~ + / = -; allowed: such a string (it is masked in logs by "
+            "exact match)"
+        )
+        findings.append(
+            _finding("listen", "fail", "API key has characters that cannot be masked safely")
+        )
+    else:
+        findings.append(
+            _finding(
+                "listen",
+                "pass",
+                f"listens on {host}" + (" with an API key" if listen.get("api_key_set") else ""),
+            )
+        )
+    port = listen.get("port", 30000)
+    if not _intlike(port) or not 1 <= int(port) <= 65535:
+        errors.append(f"sglang_server_port: got {port!r}; allowed: an integer 1-65535")
+
+    if not effective["model"]:
+        errors.append(
+            "sglang_server_model_id: empty and no profile selected (sglang_server_profile); "
+            "allowed: a Hugging Face model id or a local path"
+        )
+    for name in effective["env"]:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            errors.append(f"sglang_server_extra_env: {name!r} is not an environment variable name")
+
+    return {
+        "errors": errors,
+        "warnings": warnings,
+        "notes": notes,
+        "findings": findings,
+        "flags": flags,
+    }
+
+
+def _car_reason(nccl):
+    for item in nccl.get("reasons") or []:
+        if isinstance(item, dict) and item.get("variable") == "disable_custom_all_reduce":
+            return str(item.get("reason", ""))
+    for item in nccl.get("overrides") or []:
+        if isinstance(item, dict) and item.get("variable") == "disable_custom_all_reduce":
+            return "overridden in nccl_env_overrides"
+    return "see gpuhost_nccl.reasons"
+
+
+# --------------------------------------------------------------------------------------
+# render
+
+
+def render_args(effective, flags, listen, model_path=None):
+    """The server's arguments (without the entry point): fixed ones first, then the flags."""
+    args = [
+        "--model-path",
+        str(model_path or effective["model"]),
+        "--served-model-name",
+        effective["served_model_name"],
+        "--host",
+        str(listen.get("host", "127.0.0.1")),
+        "--port",
+        str(listen.get("port", 30000)),
+        "--tp-size",
+        str(effective["tp_size"]),
+    ]
+    if effective.get("revision") and effective["revision"] != "main" and not model_path:
+        args += ["--revision", effective["revision"]]
+    for flag, value in flags.items():
+        if value is True:
+            args.append(flag)
+        elif isinstance(value, list):
+            args += [flag, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            args += [flag, json.dumps(value, sort_keys=True)]
+        elif isinstance(value, float):
+            args += [flag, repr(value)]
+        else:
+            args += [flag, str(value)]
+    return args
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
+
+
+def systemd_quote(arg):
+    """One argument as systemd's ExecStart parser reads it back unchanged."""
+    text = str(arg).replace("%", "%%").replace("$", "$$")
+    if text and _PLAIN.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def exec_start(argv):
+    return " ".join(systemd_quote(a) for a in argv)
+
+
+def env_value(value):
+    """A value for a systemd EnvironmentFile line (double-quoted when needed)."""
+    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    if _PLAIN.fullmatch(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'

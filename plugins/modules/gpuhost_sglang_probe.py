@@ -1,0 +1,233 @@
+#!/usr/bin/python
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Probe the SGLang server once: unit state, port, /health, /v1/models, a correctness query."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpuhost_sglang_probe
+short_description: One look at the SGLang server (systemd state and its HTTP contract)
+description:
+  - Reads the unit's state from systemd, then follows SGLang's start-up contract
+    (../shared/REFERENCE.md §3) as far as it goes - port open, C(/health) 200,
+    C(/v1/models) listing the served name - and optionally asks a correctness question.
+  - Never changes anything. The controller-side action C(gpuhost_sglang_wait) calls it in a
+    loop and prints the progress.
+options:
+  service:
+    description: systemd unit name without .service.
+    type: str
+    required: true
+  host:
+    description: Address to connect to (the listen address; a wildcard means loopback).
+    type: str
+    default: 127.0.0.1
+  port:
+    description: Server port.
+    type: int
+    required: true
+  served_model_name:
+    description: Name /v1/models must list.
+    type: str
+    required: true
+  api_key:
+    description: Bearer key for /v1/*; never logged.
+    type: str
+    default: ""
+  correctness:
+    description: Ask the question when the server is healthy.
+    type: bool
+    default: false
+  prompt:
+    description: The question.
+    type: str
+    default: "What is 17 + 25? Reply with the number only."
+  expect:
+    description: Text the answer must contain.
+    type: str
+    default: "42"
+  max_tokens:
+    description: Tokens the answer may use.
+    type: int
+    default: 1024
+  request_timeout:
+    description: Seconds per HTTP request (the correctness query gets 10x).
+    type: int
+    default: 5
+author: gpuhost
+"""
+
+RETURN = r"""
+phase:
+  description: >-
+    inactive | failed | exited | port_closed | warming | unhealthy | models_missing |
+    healthy | correct | wrong
+  type: str
+  returned: always
+active_state: {description: systemd ActiveState., type: str, returned: always}
+sub_state: {description: systemd SubState., type: str, returned: always}
+main_pid: {description: MainPID (0 when none)., type: int, returned: always}
+n_restarts: {description: NRestarts., type: int, returned: always}
+detail: {description: One human line about the phase., type: str, returned: always}
+last_log: {description: Last line the unit wrote to the journal., type: str, returned: always}
+answer:
+  description: The correctness reply (content and reasoning).
+  type: str
+  returned: when asked
+"""
+
+import json  # noqa: E402 - after the doc blocks
+import socket  # noqa: E402 - after the doc blocks
+import urllib.error  # noqa: E402 - after the doc blocks
+import urllib.request  # noqa: E402 - after the doc blocks
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+
+WILDCARDS = {"0.0.0.0", "::", ""}
+
+
+def unit_state(module, service):
+    props = "ActiveState,SubState,MainPID,NRestarts,Result,ExecMainStatus,LoadState"
+    rc, out, _ = module.run_command(["systemctl", "show", f"{service}.service", "-p", props])
+    state = {}
+    if rc == 0:
+        for line in out.splitlines():
+            key, _, value = line.partition("=")
+            state[key] = value
+    return state
+
+
+def last_log(module, service):
+    rc, out, _ = module.run_command(
+        ["journalctl", "-u", f"{service}.service", "-n", "1", "-o", "cat", "--no-pager"]
+    )
+    return out.strip().splitlines()[-1][:200] if rc == 0 and out.strip() else ""
+
+
+def http(method, url, key, timeout, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        return 0, str(exc)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            service=dict(type="str", required=True),
+            host=dict(type="str", default="127.0.0.1"),
+            port=dict(type="int", required=True),
+            served_model_name=dict(type="str", required=True),
+            api_key=dict(type="str", default="", no_log=True),
+            correctness=dict(type="bool", default=False),
+            prompt=dict(type="str", default="What is 17 + 25? Reply with the number only."),
+            expect=dict(type="str", default="42"),
+            max_tokens=dict(type="int", default=1024),
+            request_timeout=dict(type="int", default=5),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    state = unit_state(module, p["service"])
+    result = dict(
+        changed=False,
+        active_state=state.get("ActiveState", "unknown"),
+        sub_state=state.get("SubState", "unknown"),
+        main_pid=int(state.get("MainPID") or 0),
+        n_restarts=int(state.get("NRestarts") or 0),
+        last_log=last_log(module, p["service"]),
+    )
+
+    def done(phase, detail, **extra):
+        result.update(phase=phase, detail=detail, **extra)
+        module.exit_json(**result)
+
+    active, sub = result["active_state"], result["sub_state"]
+    if state.get("LoadState") == "not-found":
+        done("inactive", "the unit is not installed")
+    if active == "failed":
+        done(
+            "failed",
+            f"the unit failed (result {state.get('Result')}, exit status "
+            f"{state.get('ExecMainStatus')})",
+        )
+    if sub == "auto-restart" or (active == "activating" and result["main_pid"] == 0):
+        done(
+            "exited",
+            f"the server exited (result {state.get('Result')}, exit status "
+            f"{state.get('ExecMainStatus')}); systemd restarts it",
+        )
+    if active != "active":
+        done("inactive", f"the unit is {active}/{sub}")
+
+    host = "127.0.0.1" if p["host"] in WILDCARDS else p["host"]
+    host_in_url = f"[{host}]" if ":" in host else host
+    try:
+        with socket.create_connection((host, p["port"]), timeout=p["request_timeout"]):
+            pass
+    except OSError:
+        done("port_closed", f"port {p['port']} closed (loading weights, KV cache, CUDA graphs)")
+
+    base = f"http://{host_in_url}:{p['port']}"
+    status, _ = http("GET", f"{base}/health", p["api_key"], p["request_timeout"])
+    if status == 503:
+        done("warming", "/health answers 503 (warming up)")
+    if status != 200:
+        done("unhealthy", f"/health answered {status or 'nothing'}")
+    status, body = http("GET", f"{base}/v1/models", p["api_key"], p["request_timeout"])
+    try:
+        names = [m.get("id") for m in json.loads(body).get("data", [])] if status == 200 else []
+    except (ValueError, AttributeError):
+        names = []
+    if p["served_model_name"] not in names:
+        done(
+            "models_missing",
+            f"/v1/models answered {status} without {p['served_model_name']!r} (lists {names})",
+        )
+    if not p["correctness"]:
+        done("healthy", f"/health 200 and /v1/models lists {p['served_model_name']!r}")
+
+    question = {
+        "model": p["served_model_name"],
+        "messages": [{"role": "user", "content": p["prompt"]}],
+        "temperature": 0,
+        "max_tokens": p["max_tokens"],
+    }
+    status, body = http(
+        "POST", f"{base}/v1/chat/completions", p["api_key"], p["request_timeout"] * 10, question
+    )
+    answer = ""
+    if status == 200:
+        try:
+            message = json.loads(body)["choices"][0]["message"]
+            answer = " ".join(
+                str(message.get(k) or "") for k in ("content", "reasoning_content")
+            ).strip()
+        except (ValueError, KeyError, IndexError, TypeError):
+            answer = ""
+    if status == 200 and p["expect"] in answer:
+        done(
+            "correct",
+            f"asked {p['prompt']!r}, the reply contains {p['expect']!r}",
+            answer=answer[:300],
+        )
+    done(
+        "wrong",
+        f"asked {p['prompt']!r}: expected {p['expect']!r} in the reply, got "
+        f"HTTP {status}: {(answer or body)[:200]!r}",
+        answer=answer[:300],
+    )
+
+
+if __name__ == "__main__":
+    main()
