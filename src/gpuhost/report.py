@@ -184,10 +184,12 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
 
 
 def _section_versions(env: dict) -> str:
-    versions = env.get("versions") if isinstance(env.get("versions"), dict) else None
-    pairs = [(k, v) for k, v in (versions or {}).items()]
-    for key in ("python", "sglang_version", "lock", "lock_sha256", "venv"):
-        if key in env and not isinstance(env[key], (dict, list)):
+    """gpuhost_python_env: the installed stack (versions read from the venv) and its lock."""
+    if env.get("enabled") is False:
+        return "Role python_env is disabled on this host: no SGLang stack installed."
+    pairs = [(k, v) for k, v in sorted((env.get("versions") or {}).items())]
+    for key in ("python_version", "lane", "lock", "lock_sha256", "venv"):
+        if env.get(key) and not isinstance(env[key], (dict, list)):
             pairs.append((key, env[key]))
     return _kv_table(pairs) if pairs else "No versions recorded (role python_env sets them)."
 
