@@ -1,0 +1,134 @@
+#!/usr/bin/python
+"""Ansible module: read the NVIDIA driver state of a host without changing it."""
+
+from __future__ import annotations
+
+import shutil
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuhost_nvidia_driver import (
+    SECURE_BOOT_EFIVAR,
+    flavour_from_license,
+    is_driver_family,
+    is_gpu,
+    loaded_driver,
+    nvswitch_present,
+    parse_dpkg_query,
+    pci_functions,
+    secure_boot_state,
+)
+
+DOCUMENTATION = r"""
+---
+module: nvidia_driver_probe
+short_description: Read the NVIDIA driver state of a host (loaded module, packages, Secure Boot)
+description:
+  - Reads procfs, sysfs, efivarfs and the dpkg database; changes nothing and needs no network,
+    so it runs the same in check mode and on hosts whose package repository is unreachable.
+  - Used by the C(nvidia_driver) role when the preflight facts (C(gpuhost_gpu)) are absent and
+    for what they do not cover (NVSwitch, driver packages, holds, Secure Boot test seam).
+options:
+  root:
+    description: Directory treated as C(/) when reading files (tests point it at a fixture tree).
+    type: path
+    default: /
+  secure_boot_efivar:
+    description:
+      - The efivarfs file holding the SecureBoot variable. Tests point it at a fake file
+        (a test double); on real hosts keep the default.
+    type: path
+    default: /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e098032b8c
+author: gpuhost
+"""
+
+EXAMPLES = r"""
+- name: Read the driver state
+  nvidia_driver_probe:
+  register: _probe
+"""
+
+RETURN = r"""
+driver:
+  description: The loaded kernel module (loaded, version, branch, flavour open|proprietary|unknown).
+  returned: always
+  type: dict
+installed_module_flavour:
+  description: C(modinfo -F license nvidia) for the running kernel, as open|proprietary|unknown.
+  returned: always
+  type: str
+gpus:
+  description: NVIDIA display-class PCI functions (bus_id, class, device).
+  returned: always
+  type: list
+gpu_present:
+  description: Any NVIDIA display-class PCI function exists.
+  returned: always
+  type: bool
+nvswitch_present:
+  description: An NVIDIA NVSwitch (PCI class 0x0680) is visible.
+  returned: always
+  type: bool
+secure_boot:
+  description: Secure Boot state (enabled|disabled|unknown) and where it was read.
+  returned: always
+  type: dict
+packages:
+  description: Installed driver-family packages (name, version, held, state).
+  returned: always
+  type: list
+dpkg:
+  description: Whether the dpkg database could be read.
+  returned: always
+  type: bool
+"""
+
+
+def _run(module, args):
+    """Run a read-only tool; None when it is missing or fails (the probe never fails on it)."""
+    if not shutil.which(args[0]):
+        return None
+    rc, out, _err = module.run_command(args, check_rc=False)
+    return out if rc == 0 else None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "default": "/"},
+            "secure_boot_efivar": {
+                "type": "path",
+                "default": SECURE_BOOT_EFIVAR,
+            },
+        },
+        supports_check_mode=True,
+    )
+    root = module.params["root"]
+    live = root == "/"
+
+    functions = pci_functions(root)
+    mokutil = _run(module, ["mokutil", "--sb-state"]) if live else None
+    license_text = _run(module, ["modinfo", "-F", "license", "nvidia"]) if live else None
+    dpkg_out = (
+        _run(module, ["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n"])
+        if live
+        else None
+    )
+    packages = [
+        p for p in parse_dpkg_query(dpkg_out or "") if is_driver_family(p["name"], p["version"])
+    ]
+
+    module.exit_json(
+        changed=False,
+        driver=loaded_driver(root),
+        installed_module_flavour=flavour_from_license(license_text),
+        gpus=[f for f in functions if is_gpu(f)],
+        gpu_present=any(is_gpu(f) for f in functions),
+        nvswitch_present=nvswitch_present(root, functions),
+        secure_boot=secure_boot_state(root, module.params["secure_boot_efivar"], mokutil),
+        packages=packages,
+        dpkg=dpkg_out is not None,
+    )
+
+
+if __name__ == "__main__":
+    main()
