@@ -40,7 +40,7 @@ def test_argument_spec_choices_are_the_lanes():
 def test_select_lock():
     assert pe.select_lock("cu128", ALL_LOCK_FILES) == str(DEFAULT)
     assert pe.select_lock("cu13", ALL_LOCK_FILES) == str(CU13)
-    assert pe.select_lock("cu13", ALL_LOCK_FILES, "/site/my.txt") == "/site/my.txt"
+    assert pe.select_lock("cu13", ALL_LOCK_FILES, str(DEFAULT)) == str(DEFAULT)
 
 
 def test_unknown_lane_names_the_variable_and_the_choices():
@@ -237,8 +237,14 @@ def test_filter_plugin_digest_is_the_files():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     filters = module.FilterModule().filters()
-    info = filters["gpuhost_lock_info"](DEFAULT.read_text(), DEFAULT.name)
+    info = filters["gpuhost_lock_info"](DEFAULT.read_text(), str(DEFAULT))
     assert info["sha256"] == hashlib.sha256(DEFAULT.read_bytes()).hexdigest()
+    assert (info["name"], info["path"]) == (DEFAULT.name, str(DEFAULT))
     assert filters["gpuhost_python_mismatch"]("3.11.2", "3.11") == ""
     smoke = filters["gpuhost_python_env_smoke"]("GPUHOST_SMOKE " + json.dumps({"x": 1}))
     assert smoke == {"x": 1}
+
+
+def test_missing_lock_file_names_the_variable(tmp_path):
+    with pytest.raises(pe.LockError, match=r"python_env_lock_file: .*nope\.txt is not a file"):
+        pe.select_lock("cu128", ALL_LOCK_FILES, str(tmp_path / "nope.txt"))

@@ -35,13 +35,14 @@ def lock_select(paths, lane, override=""):
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def lock_info(text, name="lock"):
+def lock_info(text, path="lock"):
     try:
-        info = _logic.lock_info(str(text), str(name))
+        info = _logic.lock_info(str(text), os.path.basename(str(path)))
     except _logic.LockError as exc:
         raise AnsibleFilterError(str(exc)) from exc
     # The same digest sha256sum gives for the file (lookup('file', rstrip=false) keeps it).
     info["sha256"] = hashlib.sha256(str(text).encode("utf-8")).hexdigest()
+    info["path"] = str(path)
     return info
 
 

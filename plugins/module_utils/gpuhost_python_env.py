@@ -64,6 +64,8 @@ def lanes(paths: list[str]) -> dict[str, str]:
 def select_lock(lane: str, paths: list[str], override: str = "") -> str:
     """The lock to install: python_env_lock_file when set, else the lane's lock."""
     if override:
+        if not os.path.isfile(override):
+            raise LockError(f"python_env_lock_file: {override} is not a file on the controller")
         return override
     available = lanes(paths)
     if lane not in available:
