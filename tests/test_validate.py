@@ -147,6 +147,14 @@ def test_mapping_keys():
     assert errors_for({"sglang_server_flags": {"--mem-fraction-static": None}}) == []
 
 
+def test_mapping_key_pattern():
+    errors = errors_for({"nccl_env_overrides": {"NCLL_MIN_CTAS": "8"}})
+    assert len(errors) == 1 and "nccl_env_overrides" in errors[0]
+    assert "'NCLL_MIN_CTAS' is not allowed" in errors[0]
+    ok = {"NCCL_MIN_CTAS": "8", "disable_custom_all_reduce": True, "NCCL_P2P_LEVEL": None}
+    assert errors_for({"nccl_env_overrides": ok}) == []
+
+
 def test_unknown_role_variable_is_a_warning_with_a_suggestion():
     _, warnings, _ = validate(SPECS, CONSTRAINTS, {"preflight_expected_gpu_cont": 8})
     assert len(warnings) == 1

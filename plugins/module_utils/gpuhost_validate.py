@@ -169,6 +169,14 @@ def _check_constraint(value, rule):
     if "elements" in rule and isinstance(value, list):
         for item in value:
             _check_constraint(item, rule["elements"])
+    if "key_pattern" in rule and isinstance(value, dict):
+        # Open mappings (e.g. nccl_env_overrides) take only keys of one shape.
+        for key in value:
+            if not re.fullmatch(rule["key_pattern"], str(key)):
+                raise Invalid(
+                    f"key {key!r} is not allowed: "
+                    + (rule.get("message") or f"keys must match {rule['key_pattern']}")
+                )
     if "keys" in rule and isinstance(value, dict):
         # Per-key rules for a mapping (e.g. one SGLang flag inside sglang_server_flags); a
         # key that is absent, or null (which removes it), is not checked.
