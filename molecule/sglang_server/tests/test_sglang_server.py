@@ -197,7 +197,7 @@ def test_flag_change_restarts_and_is_healthy(host):
 @pytest.mark.parametrize(
     ("fault", "cause"),
     [
-        ("never-healthy", "not healthy within 20 s: /health answers 503"),
+        ("never-healthy", "not healthy within 15 s: /health answers 503"),
         ("wrong-answers", "expected '42' in the reply"),
         ("crash-on-start", "the server exited"),
     ],
@@ -251,10 +251,27 @@ def test_model_cache_resumes_an_interrupted_download(host):
     assert third.changed() == 0
 
 
+def test_open_listener_with_key_gets_the_port_rule(host):
+    proc = converge(
+        {
+            "sglang_server_host": "0.0.0.0",
+            "sglang_server_firewall_cidrs": ["10.0.0.0/8", "fd00::/8"],
+        }
+    )
+    assert proc.rc == 0, proc.out[-3000:]
+    assert "--host 0.0.0.0" in host.file(UNIT).content_string
+    table = host.check_output("nft list table inet gpuhost_sglang")
+    for part in ("tcp dport 30000", "10.0.0.0/8", "fd00::/8", "drop"):
+        assert part in table, table
+    assert healthy(host)
+
+
 def test_back_to_the_converged_config(host):
     proc = converge()
     assert proc.rc == 0, proc.out[-3000:]
     assert healthy(host)
+    # Back on loopback: the port rule is gone.
+    assert host.run("nft list table inet gpuhost_sglang").rc != 0
 
 
 # --- secrets -------------------------------------------------------------------------------------
