@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Install one lock two ways into fresh venvs, with warm download caches, side by side.
+
+  uv    the role's path: `uv venv` + `uv pip sync --require-hashes --no-build` (uv links
+        files from its cache when the cache is on the venv's filesystem)
+  copy  the same with UV_LINK_MODE=copy: what a host (or the molecule container) gets when
+        uv's cache sits on another filesystem
+  pip   the reference: `python -m venv` + plain `pip install -r <lock>`
+  no-op the role python_env itself (ansible-playbook, connection local) re-run on the venv
+        it has just verified: the marker names the lock, so the role only probes
+
+Both caches are warmed before the timed runs (uv: a sync into a throw-away venv; pip:
+`pip download` of the whole lock into its HTTP cache), so the numbers compare installing,
+not the network. Prints each wall time, the pip/uv ratio and the no-op time.
+
+    bench/python_env.py [--lock locks/sglang-0.5.10.post1-cu128.txt] [--workdir DIR]
+
+Needs ~20 GB free in --workdir (pip's cache and the copied venvs; removed at the end), uv
+on PATH (make venv), and the lock's Python (3.11) on the machine. Exit status 0 when the
+targets hold (uv >= 3x faster than pip, no-op <= 2 s), 1 when not, 2 on a setup error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_LOCK = REPO / "locks" / "sglang-0.5.10.post1-cu128.txt"
+SPEEDUP_TARGET = 3.0
+NOOP_TARGET_S = 2.0
+
+NOOP_PLAYBOOK = """\
+- name: Role python_env, timed from inside the play
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  pre_tasks:
+    - name: Start the clock
+      ansible.builtin.set_fact:
+        _bench_t0: "{{ now().timestamp() }}"
+  roles:
+    - role: python_env
+  post_tasks:
+    - name: Report the role's time and whether it synced
+      ansible.builtin.debug:
+        msg: "BENCH_ROLE {{ {'seconds': now().timestamp() - _bench_t0 | float,
+                             'synced': gpuhost_python_env.synced} | to_json }}"
+"""
+
+
+def run(cmd: list[str], env: dict | None = None, quiet: bool = True) -> float:
+    start = time.monotonic()
+    proc = subprocess.run(
+        cmd,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE if quiet else None,
+        stderr=subprocess.STDOUT if quiet else None,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        tail = (proc.stdout or "")[-3000:]
+        raise SystemExit(f"bench: {' '.join(cmd[:4])} ... failed ({proc.returncode}):\n{tail}")
+    return time.monotonic() - start
+
+
+def python_for(lock: Path) -> str:
+    text = lock.read_text()
+    version = text.split("--python-version", 1)[1].split()[0] if "--python-version" in text else ""
+    for candidate in (f"/usr/bin/python{version}", shutil.which(f"python{version}")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit(f"bench: no python{version} for {lock.name}")
+
+
+def uv_install(uv: str, python: str, lock: Path, venv: Path, env: dict) -> float:
+    """The role's two commands (tasks/install.yml), timed together."""
+    t = run([uv, "venv", "--quiet", "--python", python, str(venv)], env)
+    cmd = [uv, "pip", "sync", "--quiet", "--require-hashes", "--no-build"]
+    return t + run([*cmd, "--python", str(venv / "bin/python"), str(lock)], env)
+
+
+def pip_install(python: str, lock: Path, venv: Path, pip_cache: Path) -> float:
+    t = run([python, "-m", "venv", str(venv)])
+    cmd = [str(venv / "bin/pip"), "install", "--quiet", "--cache-dir", str(pip_cache)]
+    return t + run([*cmd, "-r", str(lock)], {"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+
+
+def role_noop(work: Path, venv: Path, lock: Path, python: str) -> tuple[float, float, bool]:
+    """Run the role twice on `venv`; time the second run (wall, and inside the play)."""
+    playbook = work / "noop.yml"
+    playbook.write_text("---\n" + NOOP_PLAYBOOK)
+    extra = {
+        "python_env_venv_dir": str(venv),
+        "python_env_lock_file": str(lock),
+        "python_env_python": python,
+        "python_env_uv_dir": str(work / "uv-tool"),
+        "python_env_uv_cache_dir": os.environ.get("UV_CACHE_DIR")
+        or str(Path.home() / ".cache" / "uv"),
+        "python_env_compile_cache_dir": str(work / "cache"),
+        "gpuhost_service_user": os.environ.get("USER", "root"),
+        "gpuhost_service_group": subprocess.check_output(["id", "-gn"], text=True).strip(),
+        "gpuhost_base_dir": str(work),
+        "gpuhost_cache_dir": str(work / "cache"),
+        # The role becomes the service account; here that is the user running the bench.
+        "ansible_become": False,
+        "ansible_python_interpreter": sys.executable,
+    }
+    env = {
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_LIBRARY": str(REPO / "plugins/modules"),
+        "ANSIBLE_FILTER_PLUGINS": str(REPO / "plugins/filter"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+    }
+    bin_dir = str(Path(sys.executable).parent)
+    env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    cmd = [
+        f"{bin_dir}/ansible-playbook",
+        "-i",
+        "localhost,",
+        "-e",
+        json.dumps(extra),
+        str(playbook),
+    ]
+    first = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+    if first.returncode != 0:
+        raise SystemExit(f"bench: first role run failed:\n{first.stdout[-4000:]}")
+    start = time.monotonic()
+    second = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if second.returncode != 0 or "changed=0" not in second.stdout:
+        raise SystemExit(f"bench: the re-run was not a no-op:\n{second.stdout[-4000:]}")
+    found = re.search(r"BENCH_ROLE (\{.*?\})", second.stdout.replace('\\"', '"'))
+    if not found:
+        raise SystemExit(f"bench: no BENCH_ROLE line in:\n{second.stdout[-2000:]}")
+    inside = json.loads(found.group(1))
+    return wall, float(inside["seconds"]), bool(inside["synced"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK)
+    parser.add_argument("--workdir", type=Path, default=Path("/var/tmp"))
+    parser.add_argument("--skip-copy", action="store_true", help="leave out the copy-mode run")
+    args = parser.parse_args(argv)
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not uv or not args.lock.is_file():
+        print("bench: needs uv (make venv) and an existing --lock", file=sys.stderr)
+        return 2
+    python = python_for(args.lock)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpuhost-bench-python-env-", dir=args.workdir))
+    pip_cache = work / "pip-cache"
+    # uv's own cache (UV_CACHE_DIR or the user's), as the role would on a host.
+    uv_env = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_PROGRESS": "1"}
+    print(f"bench: {args.lock.name} with {python}; load average {os.getloadavg()[0]:.1f}")
+    try:
+        print("bench: warming the caches (not timed)")
+        uv_install(uv, python, args.lock, work / "warm-uv", uv_env)
+        shutil.rmtree(work / "warm-uv")
+        run([python, "-m", "venv", str(work / "warm-pip")])
+        pip = str(work / "warm-pip/bin/pip")
+        dl = ["--no-deps", "-d", str(work / "dl"), "-r", str(args.lock)]
+        run([pip, "download", "--quiet", "--cache-dir", str(pip_cache), *dl])
+        shutil.rmtree(work / "dl")
+        shutil.rmtree(work / "warm-pip")
+
+        times = {"uv": uv_install(uv, python, args.lock, work / "venv-uv", uv_env)}
+        if not args.skip_copy:
+            copy_env = {**uv_env, "UV_LINK_MODE": "copy"}
+            times["copy"] = uv_install(uv, python, args.lock, work / "venv-copy", copy_env)
+            shutil.rmtree(work / "venv-copy")
+        times["pip"] = pip_install(python, args.lock, work / "venv-pip", pip_cache)
+        shutil.rmtree(work / "venv-pip")
+        noop_wall, noop_role, synced = role_noop(work, work / "venv-uv", args.lock, python)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    ratio = times["pip"] / times["uv"]
+    print(f"uv pip sync (role path, links from cache) {times['uv']:8.1f} s")
+    if "copy" in times:
+        print(
+            f"uv pip sync, UV_LINK_MODE=copy          {times['copy']:8.1f} s"
+            f"   (pip/copy {times['pip'] / times['copy']:.1f}x)"
+        )
+    print(f"pip install -r (reference)                {times['pip']:8.1f} s")
+    print(
+        f"ratio pip/uv                              {ratio:8.1f} x   (target >= {SPEEDUP_TARGET}x)"
+    )
+    print(
+        f"no-op re-run of role python_env           {noop_role:8.2f} s   "
+        f"(target <= {NOOP_TARGET_S} s; ansible-playbook wall {noop_wall:.1f} s incl. "
+        f"start-up; synced={synced})"
+    )
+    ok = ratio >= SPEEDUP_TARGET and noop_role <= NOOP_TARGET_S and not synced
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
