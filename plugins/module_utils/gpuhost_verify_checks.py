@@ -183,7 +183,8 @@ def check_health(client):
             "health",
             "fail",
             f"server not reachable at {client.scheme}://{client.host}:{client.port}: {exc}",
-            "start the server (gpuhost provision); its journal says why: journalctl -u sglang-server",
+            "start the server (gpuhost provision); its journal says why: "
+            "journalctl -u sglang-server",
         ), False
     if status == 200:
         return finding("health", "pass", "/health answered 200"), True
