@@ -1,7 +1,7 @@
 """The NCCL decision (plugins/module_utils/gpuhost_nccl.py), one topology per test, every
 decision asserted explicitly. Inputs are facts shaped as docs/facts.md says the preflight
 role records them, so the one mapping (input_from_facts) is exercised too; the 2x H200 case
-is read from the real capture in ../shared/fixtures/gpu-hosts/h200x2-nvlink-firecracker/."""
+is read from the real capture copied to tests/fixtures/nccl/h200x2-capture/."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 import gpuhost_nccl as nccl  # noqa: E402
 
-CAPTURE = ROOT.parent / "shared" / "fixtures" / "gpu-hosts" / "h200x2-nvlink-firecracker"
+CAPTURE = ROOT / "tests" / "fixtures" / "nccl" / "h200x2-capture"
 
 
 def matrix(n, cell):
@@ -190,8 +190,6 @@ def _capture_matrix(text, heading):
 
 @pytest.fixture
 def h200_capture():
-    if not CAPTURE.is_dir():
-        pytest.skip(f"real capture not present at {CAPTURE}")
     text = (CAPTURE / "topo-and-query.txt").read_text()
     topo = [row[:2] for row in _capture_matrix(text, "GPU0\tGPU1\tCPU Affinity")]
     read = _capture_matrix(text, "== -p2p r")
