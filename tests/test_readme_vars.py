@@ -1,0 +1,27 @@
+"""README.md documents every user-facing variable: its tables are generated from the roles'
+argument specs and must be current."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_variable_tables_are_current():
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "readme_vars.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_role_variable_is_in_the_readme():
+    import yaml
+
+    readme = (ROOT / "README.md").read_text()
+    for specs in ROOT.glob("roles/*/meta/argument_specs.yml"):
+        options = yaml.safe_load(specs.read_text())["argument_specs"]["main"].get("options") or {}
+        for name in options:
+            assert f"`{name}`" in readme, f"{name} ({specs.parent.parent.name}) missing from README"
