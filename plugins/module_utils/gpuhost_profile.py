@@ -2,7 +2,8 @@
 # Apache-2.0
 """The SGLang serving profile: resolve it, validate it, render the server's command line.
 
-Pure: dicts in, dicts out; no Ansible, no YAML, no I/O. The action plugin
+Pure: dicts in, dicts out; no Ansible, no YAML, no I/O (beyond loading its sibling
+gpuhost_catalogue.py, which reads the catalogue the same way for everyone). The action plugin
 gpuhost_sglang_profile feeds it the profile file, the inventory's overrides, the argument
 catalogue of the pinned sglang version (data/sglang/catalogue-<version>.json) and the host
 facts; tests/test_profile_validate.py feeds it dicts.
@@ -14,7 +15,9 @@ srt/server_args.py) and says so in its message, so a failed run explains itself.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
+import os
 import re
 
 # Flags that have their own variable: one value, one place. The message names it.
@@ -93,108 +96,138 @@ def _finding(check, status, message, fix=""):
 
 
 # --------------------------------------------------------------------------------------
-# catalogue lookups (shape: {"sglang_version", "flags": {"--x": {dest, aliases, type,
-# action, choices, default, nargs, help}}}, built by role python_env from the real wheel)
+# catalogue lookups: gpuhost_catalogue.py (beside this file) is the one reader of the
+# argument catalogue (shape: {"sglang_version", "flags": {"--x": {dest, aliases, type,
+# action, choices, default, nargs, help}}}, built by role python_env from the real wheel);
+# this module adds the profile's own advice to what it finds.
 
 
-class Catalogue:
-    def __init__(self, data):
-        if not isinstance(data, dict) or not isinstance(data.get("flags"), dict):
-            raise ProfileError("argument catalogue has no 'flags' mapping")
-        self.version = str(data.get("sglang_version", "unknown"))
-        self.flags = data["flags"]
-        self.names = {}
-        for name, entry in self.flags.items():
-            self.names[name] = name
-            for alias in entry.get("aliases") or []:
-                self.names.setdefault(alias, name)
-
-    def resolve(self, flag):
-        """(canonical, None) for an exact name or alias; (None, problem) otherwise."""
-        if flag in self.names:
-            return self.names[flag], None
-        prefixed = sorted(n for n in self.names if n.startswith(flag))
-        if prefixed:
-            full = sorted({self.names[n] for n in prefixed})
-            if len(full) == 1:
-                # Suggest the spelling the user was abbreviating (--tp -> --tp-size).
-                spelled = min(prefixed, key=len)
-                reserved = RESERVED.get(spelled) or RESERVED.get(full[0])
-                where = f", and it is set through {reserved}" if reserved else ""
-                return None, (
-                    f"{flag} is not a flag of sglang {self.version}; argparse would take it as "
-                    f"an abbreviation of {spelled}, which breaks when a new flag shares the "
-                    f"prefix: write {spelled}{where}"
-                )
-            return None, (
-                f"{flag} is not a flag of sglang {self.version}; as a prefix it is ambiguous "
-                f"({', '.join(full[:6])}): write the full name"
-            )
-        return None, self._unknown(flag)
-
-    def _unknown(self, flag):
-        renamed = RENAMES.get(flag)
-        old = {new: old for old, new in RENAMES.items()}.get(flag)
-        if renamed and renamed in self.names:
-            return (
-                f"{flag} was renamed {renamed} after sglang 0.5.11 and the old name is an "
-                f"'unrecognized arguments' error from {RENAMED_IN} on ({SOURCE}); sglang "
-                f"{self.version} knows only {renamed}: rename it"
-            )
-        if old and old in self.names:
-            return (
-                f"{flag} does not exist in sglang {self.version}; this version calls it "
-                f"{old} ({SOURCE}): use {old}, or pin sglang >= {RENAMED_IN}"
-            )
-        close = difflib.get_close_matches(flag, list(self.flags), n=3, cutoff=0.75)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        return f"{flag} is not a flag of sglang {self.version} (unknown or removed){hint}"
-
-    def entry(self, canonical):
-        return self.flags.get(canonical) or {}
+def _load_catalogue_module():
+    # Controller plugins outside a collection cannot import custom module_utils, so the
+    # action plugin, the filter and the tests load this file by path; it loads its sibling
+    # the same way.
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpuhost_catalogue.py")
+    spec = importlib.util.spec_from_file_location("gpuhost_catalogue_for_profile", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _is_switch(entry):
-    action = str(entry.get("action") or "")
+_catalogue_module = _load_catalogue_module()
+Catalogue = _catalogue_module.Catalogue
+
+
+def as_catalogue(data):
+    """A gpuhost_catalogue.Catalogue from the parsed catalogue file (or one already made)."""
+    if hasattr(data, "options") and hasattr(data, "resolve"):
+        return data
+    if not isinstance(data, dict) or not isinstance(data.get("flags"), dict):
+        raise ProfileError("argument catalogue has no 'flags' mapping")
+    return Catalogue({**data, "sglang_version": str(data.get("sglang_version", "unknown"))})
+
+
+def resolve_flag(cat, flag):
+    """(canonical, None) for an exact name or alias; (None, problem) otherwise.
+
+    The catalogue resolves as argparse does; an abbreviation it would accept is still
+    refused here, naming the full spelling, since it breaks when a new flag shares the prefix.
+    """
+    try:
+        found = cat.resolve(flag)
+    except _catalogue_module.AmbiguousFlag as exc:
+        full = sorted({cat.options[m] for m in exc.matches})
+        if len(full) == 1:
+            return None, _abbreviation(cat, flag, min(exc.matches, key=len), full[0])
+        return None, (
+            f"{flag} is not a flag of sglang {cat.version}; as a prefix it is ambiguous "
+            f"({', '.join(full[:6])}): write the full name"
+        )
+    except _catalogue_module.UnknownFlag:
+        return None, _unknown(cat, flag)
+    if found.value is not None:
+        return None, (
+            f"{flag} is not a flag of sglang {cat.version}; give the value in the mapping: "
+            f"'{found.option}': {found.value}"
+        )
+    if found.how == "prefix":
+        return None, _abbreviation(cat, flag, found.option, found.name)
+    return found.name, None
+
+
+def _abbreviation(cat, flag, spelled, canonical):
+    # Suggest the spelling the user was abbreviating (--tp -> --tp-size).
+    reserved = RESERVED.get(spelled) or RESERVED.get(canonical)
+    where = f", and it is set through {reserved}" if reserved else ""
     return (
-        entry.get("nargs") == 0
-        or "store_true" in action.lower()
-        or "store_const" in action.lower()
-        or ("storetrue" in action.lower())
+        f"{flag} is not a flag of sglang {cat.version}; argparse would take it as an "
+        f"abbreviation of {spelled}, which breaks when a new flag shares the prefix: "
+        f"write {spelled}{where}"
     )
 
 
-def _check_value(flag, canonical, value, entry, version):
-    """Problems with one flag's value against its catalogue entry (a list of strings)."""
-    problems = []
+def _unknown(cat, flag):
+    renamed = RENAMES.get(flag)
+    old = {new: old for old, new in RENAMES.items()}.get(flag)
+    if renamed and renamed in cat:
+        return (
+            f"{flag} was renamed {renamed} after sglang 0.5.11 and the old name is an "
+            f"'unrecognized arguments' error from {RENAMED_IN} on ({SOURCE}); sglang "
+            f"{cat.version} knows only {renamed}: rename it"
+        )
+    if old and old in cat:
+        return (
+            f"{flag} does not exist in sglang {cat.version}; this version calls it "
+            f"{old} ({SOURCE}): use {old}, or pin sglang >= {RENAMED_IN}"
+        )
+    close = difflib.get_close_matches(flag, list(cat.flags), n=3, cutoff=0.75)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"{flag} is not a flag of sglang {cat.version} (unknown or removed){hint}"
+
+
+def _is_switch(entry):
+    action = str(entry.get("action") or "").lower()
+    return (
+        entry.get("nargs") == 0
+        or "store_true" in action
+        or "store_const" in action
+        or "storetrue" in action
+    )
+
+
+def _check_value(cat, flag, value):
+    """Problems with one flag's value (a list of strings): the profile's rules on switches
+    and lists, then the catalogue's argparse-exact check of each value, in this module's words.
+    """
+    entry, version = cat.lookup(flag), cat.version
     if _is_switch(entry):
         if value is not True:
-            problems.append(
+            return [
                 f"{flag} is a switch in sglang {version}: set it to true (or remove it), "
                 f"got {value!r}"
-            )
-        return problems
+            ]
+        return []
     if value is True:
-        problems.append(f"{flag} takes a value in sglang {version}; got true")
-        return problems
-    values = value if isinstance(value, list) else [value]
-    nargs = entry.get("nargs")
-    if isinstance(value, list) and nargs in (None, "?"):
+        return [f"{flag} takes a value in sglang {version}; got true"]
+    problems = []
+    if isinstance(value, list) and entry.get("nargs") in (None, "?"):
         problems.append(f"{flag} takes one value in sglang {version}; got a list")
     choices = entry.get("choices")
     kind = str(entry.get("type") or "")
-    for item in values:
-        if choices:
-            if str(item) not in [str(c) for c in choices]:
-                problems.append(
-                    f"{flag} {item!r} is not a choice of sglang {version}; allowed: "
-                    + ", ".join(str(c) for c in choices)
-                )
+    for item in value if isinstance(value, list) else [value]:
+        wrong = cat.check_value(flag, item)
+        if not wrong:
             continue
-        if kind == "int" and not _intlike(item):
+        if choices:
+            problems.append(
+                f"{flag} {item!r} is not a choice of sglang {version}; allowed: "
+                + ", ".join(str(c) for c in choices)
+            )
+        elif kind == "int":
             problems.append(f"{flag} needs an integer in sglang {version}; got {item!r}")
-        elif kind == "float" and not _floatlike(item):
+        elif kind == "float":
             problems.append(f"{flag} needs a number in sglang {version}; got {item!r}")
+        else:
+            problems += [f"{message} (sglang {version})" for message in wrong]
     return problems
 
 
@@ -204,16 +237,6 @@ def _intlike(value):
     if isinstance(value, int):
         return True
     return isinstance(value, str) and re.fullmatch(r"[-+]?\d+", value.strip()) is not None
-
-
-def _floatlike(value):
-    if isinstance(value, bool):
-        return False
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------------------
@@ -278,15 +301,15 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
     policy = policy or {}
     listen = listen or {}
     errors, warnings, notes, findings = [], [], [], []
-    cat = catalogue if isinstance(catalogue, Catalogue) else Catalogue(catalogue)
+    cat = as_catalogue(catalogue)
     # flags: as the user spelled them (rendered); canon: by the catalogue's name (the rules).
     flags, canon = {}, {}
 
     def get(name, default=None):
-        return canon.get(cat.names.get(name, name), default)
+        return canon.get(cat.options.get(name, name), default)
 
     def has(name):
-        return cat.names.get(name, name) in canon
+        return cat.options.get(name, name) in canon
 
     # Names and values against the pinned version's catalogue.
     flag_errors = []
@@ -299,16 +322,16 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         if flag in RESERVED:
             flag_errors.append(f"sglang_server_flags: {flag} is set through {RESERVED[flag]}")
             continue
-        canonical, problem = cat.resolve(flag)
+        canonical, problem = resolve_flag(cat, flag)
         if problem:
             flag_errors.append(f"sglang_server_flags: {problem}")
             continue
         if canonical in RESERVED:
             flag_errors.append(f"sglang_server_flags: {flag} is set through {RESERVED[canonical]}")
             continue
-        for message in _check_value(flag, canonical, value, cat.entry(canonical), cat.version):
+        for message in _check_value(cat, flag, value):
             flag_errors.append(f"sglang_server_flags: {message}")
-        entry = cat.entry(canonical)
+        entry = cat.flags[canonical]
         if entry.get("deprecated") or "deprecat" in str(entry.get("action") or "").lower():
             warnings.append(
                 f"{flag} is deprecated in sglang {cat.version}: "
@@ -317,7 +340,7 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         flags[flag] = value
         canon[canonical] = value
     for flag in ("--model-path", "--served-model-name", "--host", "--port", "--tp-size"):
-        if flag not in cat.names:
+        if flag not in cat:
             flag_errors.append(f"the argument catalogue of sglang {cat.version} lacks {flag}")
     errors += flag_errors
     findings.append(
