@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""Rolling update under load behind a real sglang-router: requests sent, failed, duration.
+
+Three workers run role sglang_server with the STAND-IN server (tests/standin/, a test double
+of SGLang's HTTP contract; no GPU here) as real systemd units in containers; a fourth runs
+role sglang_router (the real sglang-router 0.3.2 from PyPI). They share the host's network
+namespace, so everything listens on 127.0.0.1 of this machine (molecule/rolling_update).
+
+While a steady client load goes through the router (loopback only, bounded in count and
+time, stopping by itself), the bench runs the real `gpuhost update` (playbooks/update.yml)
+twice:
+  1. a flag change on all three workers: each is drained from the router, restarted,
+     gated on health and the correctness query, and re-added. Target: 0 failed requests.
+  2. a bad config (the stand-in's never-healthy fault, set through the server env):
+     the first worker fails its gate, sglang_server rolls it back, the rollout stops.
+     Targets: 0 failed requests; the other two workers keep their MainPID and unit file.
+  3. `gpuhost rollback --limit <first worker>`: back to the config before the flag change.
+The reference in the same run: the same load with no update (requests per second).
+
+Usage:
+  bench/rolling_update.py                  # molecule create+converge, bench, destroy
+  bench/rolling_update.py --keep           # leave the scenario up afterwards
+  bench/rolling_update.py --inventory DIR  # an already converged rolling_update scenario
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO = "rolling_update"
+ROUTER = ("127.0.0.1", 38100)
+ROUTER_ADMIN_KEY = "gpuhost-test-routerkey-3c1f9a"  # molecule/rolling_update host_vars
+WORKERS = [f"gpuhost-{SCENARIO}-w{i}" for i in (1, 2, 3)]
+SERVICE = "sglang-server"
+PROMPT, EXPECT = "What is 17 + 25?", "42"
+
+
+@dataclass
+class Load:
+    """Client threads sending chat completions through the router until stopped or a bound
+    is hit. Loopback only: the host and port are the router's."""
+
+    concurrency: int = 4
+    max_requests: int = 100_000
+    max_seconds: float = 600.0
+    sent: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    started: float = 0.0
+    ended: float = 0.0
+
+    def _take(self) -> bool:
+        with self.lock:
+            if self.sent >= self.max_requests or self.stop.is_set():
+                return False
+            if time.monotonic() - self.started > self.max_seconds:
+                self.stop.set()
+                return False
+            self.sent += 1
+            return True
+
+    def _fail(self, why: str) -> None:
+        with self.lock:
+            self.failed += 1
+            if len(self.errors) < 20:
+                self.errors.append(f"{time.monotonic() - self.started:7.2f}s {why}")
+
+    def _client(self) -> None:
+        conn = None
+        body = json.dumps(
+            {
+                "model": "tiny",
+                "messages": [{"role": "user", "content": PROMPT}],
+                "max_tokens": 16,
+                "temperature": 0,
+            }
+        )
+        while self._take():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(*ROUTER, timeout=60)
+                conn.request(
+                    "POST", "/v1/chat/completions", body, {"Content-Type": "application/json"}
+                )
+                resp = conn.getresponse()
+                data = resp.read()
+                if resp.status != 200:
+                    self._fail(f"HTTP {resp.status}: {data[:120]!r}")
+                    continue
+                text = json.loads(data)["choices"][0]["message"]["content"]
+                if EXPECT not in text:
+                    self._fail(f"wrong answer: {text[:80]!r}")
+            except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
+                self._fail(f"{type(exc).__name__}: {exc}")
+                if conn is not None:
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def start(self) -> Load:
+        self.started = time.monotonic()
+        for index in range(self.concurrency):
+            thread = threading.Thread(target=self._client, name=f"load-{index}", daemon=True)
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def finish(self) -> Load:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=90)
+        self.ended = time.monotonic()
+        return self
+
+    @property
+    def rate(self) -> float:
+        return self.sent / max(self.ended - self.started, 1e-9)
+
+
+def sh(*argv: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, text=True, capture_output=True, **kwargs)
+
+
+def unit_state(container: str) -> dict:
+    """MainPID, start time and unit checksum of the server unit inside one container."""
+    show = sh(
+        "docker",
+        "exec",
+        container,
+        "systemctl",
+        "show",
+        SERVICE,
+        "-p",
+        "MainPID",
+        "-p",
+        "ExecMainStartTimestampMonotonic",
+        "-p",
+        "ActiveState",
+    ).stdout
+    state = dict(line.split("=", 1) for line in show.strip().splitlines())
+    unit = sh("docker", "exec", container, "sha256sum", f"/etc/systemd/system/{SERVICE}.service")
+    state["unit_sha256"] = unit.stdout.split()[0]
+    return state
+
+
+def router_workers() -> list[dict]:
+    conn = http.client.HTTPConnection(*ROUTER, timeout=10)
+    conn.request("GET", "/workers", headers={"Authorization": f"Bearer {ROUTER_ADMIN_KEY}"})
+    data = json.loads(conn.getresponse().read())
+    conn.close()
+    return sorted(
+        ({"url": w["url"], "healthy": w["is_healthy"]} for w in data["workers"]),
+        key=lambda w: w["url"],
+    )
+
+
+def gpuhost(command: str, inventory: Path, runs: Path, *args: str) -> tuple[int, float, dict]:
+    """The real CLI: `gpuhost COMMAND -i INV ARGS --json`; returns rc, seconds, report."""
+    gpuhost = Path(sys.executable).parent / "gpuhost"
+    env = {**os.environ, "GPUHOST_RUNS_DIR": str(runs), "MOLECULE_PROJECT_DIRECTORY": str(REPO)}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(gpuhost), command, "-i", str(inventory), *args, "--json"],
+        text=True,
+        capture_output=True,
+        env=env,
+        timeout=1500,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    try:
+        report = json.loads(proc.stdout)
+    except ValueError:
+        report = {"status": "no report", "stderr": proc.stderr[-2000:]}
+    return proc.returncode, seconds, report
+
+
+def gpuhost_update(inventory: Path, extra: dict, runs: Path) -> tuple[int, float, dict]:
+    return gpuhost("update", inventory, runs, "-e", json.dumps(extra))
+
+
+def report_configs(report: dict, key: str) -> dict:
+    return {h: r.get(key) for h, r in (report.get("rollout") or {}).items()}
+
+
+def under_load(load: Load, action):
+    """Run action() while the load runs; the load starts 2 s before and ends 2 s after."""
+    load.start()
+    time.sleep(2)
+    try:
+        result = action()
+    finally:
+        time.sleep(2)
+        load.finish()
+    return result
+
+
+def measure(
+    inventory: Path, runs: Path, concurrency: int, max_seconds: float, with_rollback: bool = True
+) -> dict:
+    """All three phases; returns the numbers and the checks (True = target met)."""
+    results: dict = {"router_workers": router_workers()}
+    reference = Load(concurrency=concurrency, max_seconds=10.0).start()
+    time.sleep(10)
+    reference.finish()
+    results["reference"] = {
+        "sent": reference.sent,
+        "failed": reference.failed,
+        "req_per_s": round(reference.rate, 1),
+    }
+
+    # A flag value that differs from whatever the previous run left.
+    flags = {"--max-running-requests": 17 + int(time.time()) % 40}
+    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    rc, seconds, report = under_load(
+        load, lambda: gpuhost_update(inventory, {"sglang_server_flags": flags}, runs)
+    )
+    config_before_good = report_configs(report, "previous")
+    results["good"] = {
+        "rc": rc,
+        "update_s": round(seconds, 1),
+        "sent": load.sent,
+        "failed": load.failed,
+        "req_per_s": round(load.rate, 1),
+        "errors": load.errors,
+        "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+        "report": report.get("run_dir"),
+    }
+
+    before = {name: unit_state(name) for name in WORKERS}
+    bad = {
+        "sglang_server_flags": flags,
+        "sglang_server_extra_env": {"SGLANG_STANDIN_FAULT": "never-healthy"},
+    }
+    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, bad, runs))
+    after = {name: unit_state(name) for name in WORKERS}
+    results["bad"] = {
+        "rc": rc,
+        "update_s": round(seconds, 1),
+        "sent": load.sent,
+        "failed": load.failed,
+        "req_per_s": round(load.rate, 1),
+        "errors": load.errors,
+        "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+        "untouched": {
+            name: before[name]["MainPID"] == after[name]["MainPID"]
+            and before[name]["unit_sha256"] == after[name]["unit_sha256"]
+            for name in WORKERS[1:]
+        },
+        "first_restored": after[WORKERS[0]]["unit_sha256"] == before[WORKERS[0]]["unit_sha256"]
+        and after[WORKERS[0]]["ActiveState"] == "active",
+        "report": report.get("run_dir"),
+    }
+    if with_rollback:
+        # `gpuhost rollback` on the first worker: back to the config it ran before the flag
+        # change (the good update kept it), drained and gated, under the same load.
+        load = Load(concurrency=concurrency, max_seconds=max_seconds)
+        rc, seconds, report = under_load(
+            load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
+        )
+        results["rollback"] = {
+            "rc": rc,
+            "update_s": round(seconds, 1),
+            "sent": load.sent,
+            "failed": load.failed,
+            "req_per_s": round(load.rate, 1),
+            "errors": load.errors,
+            "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+            "back_to_config_before_update": report_configs(report, "config").get(WORKERS[0])
+            == config_before_good.get(WORKERS[0]),
+            "report": report.get("run_dir"),
+        }
+    results["router_workers_after"] = router_workers()
+    results["checks"] = {
+        "good: update succeeded on all three": rc_ok(results["good"], "updated"),
+        "good: 0 requests failed": results["good"]["failed"] == 0,
+        "bad: rollout failed (exit 1)": results["bad"]["rc"] == 1,
+        "bad: first host rolled back, others not reached": results["bad"]["rollout"]
+        == {WORKERS[0]: "rolled_back", WORKERS[1]: "not_reached", WORKERS[2]: "not_reached"},
+        "bad: other two untouched (MainPID, unit)": all(results["bad"]["untouched"].values()),
+        "bad: first host back on its old unit, active": results["bad"]["first_restored"],
+        "bad: 0 requests failed": results["bad"]["failed"] == 0,
+        "router: all three healthy at the end": len(results["router_workers_after"]) == 3
+        and all(w["healthy"] for w in results["router_workers_after"]),
+    }
+    if with_rollback:
+        rollback = results["rollback"]
+        results["checks"].update(
+            {
+                "rollback: first host restored, exit 0": rollback["rc"] == 0
+                and rollback["rollout"] == {WORKERS[0]: "restored"},
+                "rollback: back on the config before the flag change": rollback[
+                    "back_to_config_before_update"
+                ],
+                "rollback: 0 requests failed": rollback["failed"] == 0,
+            }
+        )
+    return results
+
+
+def rc_ok(phase: dict, state: str) -> bool:
+    return (
+        phase["rc"] == 0
+        and set(phase["rollout"].values()) == {state}
+        and len(phase["rollout"]) == len(WORKERS)
+    )
+
+
+def molecule(action: str) -> None:
+    print(f"bench: molecule {action} -s {SCENARIO} ...", file=sys.stderr, flush=True)
+    molecule_bin = Path(sys.executable).parent / "molecule"
+    proc = subprocess.run(
+        [str(molecule_bin), action, "-s", SCENARIO],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise SystemExit(f"bench: molecule {action} failed")
+
+
+def molecule_inventory() -> Path:
+    found = sorted(Path.home().glob(f".ansible/tmp/molecule.*.{SCENARIO}/inventory"))
+    if not found:
+        raise SystemExit("bench: no molecule inventory for the scenario; run without --inventory")
+    return found[-1]
+
+
+def print_results(results: dict) -> None:
+    ref = results["reference"]
+    print(
+        f"reference (no update, 10 s): {ref['sent']} requests, {ref['failed']} failed, "
+        f"{ref['req_per_s']} req/s"
+    )
+    phases = (
+        ("good", "flag change on 3 workers"),
+        ("bad", "bad config"),
+        ("rollback", "gpuhost rollback --limit w1"),
+    )
+    for phase, title in phases:
+        if phase not in results:
+            continue
+        r = results[phase]
+        ratio = r["req_per_s"] / ref["req_per_s"] if ref["req_per_s"] else 0.0
+        print(
+            f"{title}: requests sent {r['sent']}, requests failed {r['failed']}, "
+            f"update duration {r['update_s']} s (exit {r['rc']}), "
+            f"{r['req_per_s']} req/s = {ratio:.2f}x the reference; rollout {r['rollout']}"
+        )
+        for line in r["errors"]:
+            print(f"    {line}")
+    for name, ok in results["checks"].items():
+        print(f"{'PASS' if ok else 'FAIL'}  {name}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--inventory", type=Path, help="a converged rolling_update scenario")
+    parser.add_argument("--keep", action="store_true", help="leave the scenario up")
+    parser.add_argument("--concurrency", type=int, default=4, help="client threads (1-16)")
+    parser.add_argument(
+        "--max-seconds", type=float, default=600.0, help="upper bound of one load phase (10-900 s)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--no-rollback", action="store_true", help="skip the rollback phase")
+    args = parser.parse_args()
+    if not 1 <= args.concurrency <= 16 or not 10 <= args.max_seconds <= 900:
+        parser.error("--concurrency 1-16 and --max-seconds 10-900 keep the load bounded")
+    own = args.inventory is None
+    if own:
+        molecule("create")
+        molecule("converge")
+    try:
+        inventory = args.inventory or molecule_inventory()
+        runs = REPO / ".cache" / "bench-runs"
+        results = measure(inventory, runs, args.concurrency, args.max_seconds, not args.no_rollback)
+    finally:
+        if own and not args.keep:
+            molecule("destroy")
+    print_results(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0 if all(results["checks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

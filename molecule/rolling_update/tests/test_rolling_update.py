@@ -1,0 +1,35 @@
+"""Verify of the rolling_update scenario: the bench's flow (bench/rolling_update.py) as a test.
+
+Under a bounded client load through the real sglang-router (loopback only): `gpuhost update`
+rolls a flag change across the three stand-in workers (0 failed requests), a bad config is
+rolled back on the first worker and never reaches the other two (MainPID and unit
+unchanged), and `gpuhost rollback` restores the first worker's previous config.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location(
+    "rolling_bench", REPO / "bench" / "rolling_update.py"
+)
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["rolling_bench"] = bench  # dataclasses look their module up there
+_spec.loader.exec_module(bench)
+
+
+def _inventory() -> Path:
+    # molecule's inventory directory: the inventory file plus the group_vars/host_vars links.
+    path = os.environ.get("MOLECULE_INVENTORY_FILE")
+    return Path(path).parent if path else bench.molecule_inventory()
+
+
+def test_rolling_update_under_load(tmp_path):
+    results = bench.measure(_inventory(), tmp_path / "runs", concurrency=4, max_seconds=600)
+    bench.print_results(results)
+    failed = [name for name, ok in results["checks"].items() if not ok]
+    assert not failed, f"{failed}: {results}"
