@@ -54,6 +54,8 @@ test:
 	@rm -f .cache/stage-times.tsv
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
 	@$(MAKE) --no-print-directory images lint unit molecule || { scripts/stage-summary.sh; exit 1; }
+	@# The newcomer's path too: make demo must work on what make test just checked.
+	@$(STAGE) demo scripts/demo.sh || { scripts/stage-summary.sh; exit 1; }
 	@scripts/stage-summary.sh
 
 # Locks for the python_env role, resolved by uv for the hosts' Python and glibc (3.11 on

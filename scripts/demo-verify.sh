@@ -19,7 +19,8 @@ echo "==> gpuhost verify -i inventory/sandbox (the server is the STAND-IN, a tes
 gpuhost verify -i inventory/sandbox
 
 echo
-if ! docker exec "$name" "$venv_python" -c \
+if ! docker exec "$name" test -x "$venv_python" ||
+  ! docker exec "$name" "$venv_python" -c \
   'import importlib.util, sys; sys.exit(importlib.util.find_spec("sglang") is None)' 2>/dev/null; then
   echo "==> gpuhost bench: skipped, the sandbox's venv has no sglang (role python_env installs it)"
   exit 0

@@ -26,7 +26,8 @@ for _ in $(seq 1 30); do
 done
 echo "    systemd in the sandbox: ${state:-not answering}"
 
-latest_report() { ls -1d runs/*/ 2>/dev/null | sort | tail -n 1; }
+# The newest timestamped run folder (runs/latest is a link to it; skip the link itself).
+latest_report() { ls -1d runs/2*/ 2>/dev/null | sort | tail -n 1; }
 
 echo
 echo "==> First run: gpuhost provision -i inventory/sandbox"
