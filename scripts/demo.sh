@@ -7,6 +7,18 @@ cd "$(dirname "$0")/.."
 
 name=gpuhost-sandbox
 image=gpuhost/debian:12
+# GPUHOST_DEMO_STACK=1 also installs the real pinned SGLang stack (~11 GB, role python_env)
+# into the sandbox, so that `gpuhost bench` runs the real sglang.bench_serving against the
+# stand-in server. Off by default: it takes minutes and disk.
+stack=${GPUHOST_DEMO_STACK:-0}
+extra=()
+mounts=()
+if [ "$stack" = 1 ]; then
+  extra=(-e python_env_enabled=true -e python_env_uv_cache_dir=/var/cache/gpuhost-uv)
+  # A uv cache shared with the python_env scenario: only the first install downloads.
+  mkdir -p "${GPUHOST_UV_CACHE:-/var/cache/gpuhost-uv}"
+  mounts=(-v "${GPUHOST_UV_CACHE:-/var/cache/gpuhost-uv}:/var/cache/gpuhost-uv:rw")
+fi
 
 echo "==> Starting a fresh sandbox container '$name' ($image, systemd as PID 1, no GPU)"
 docker rm -f "$name" >/dev/null 2>&1 || true
@@ -15,7 +27,7 @@ docker rm -f "$name" >/dev/null 2>&1 || true
 docker run -d --name "$name" --hostname "$name" \
   --cap-add SYS_ADMIN --cgroupns host \
   -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
-  --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+  --tmpfs /run --tmpfs /run/lock --tmpfs /tmp "${mounts[@]}" \
   "$image" /lib/systemd/systemd >/dev/null
 # systemd needs a moment before it answers at all; then wait until it settles.
 state=unknown
@@ -25,18 +37,26 @@ for _ in $(seq 1 30); do
   sleep 1
 done
 echo "    systemd in the sandbox: ${state:-not answering}"
+if [ "$stack" = 1 ]; then
+  # The sandbox reaches PyPI the way this machine does: trust the same extra CAs (an egress
+  # proxy's, where there is one).
+  for crt in /usr/local/share/ca-certificates/*.crt; do
+    [ -e "$crt" ] && docker cp -q "$crt" "$name:/usr/local/share/ca-certificates/"
+  done
+  docker exec "$name" update-ca-certificates >/dev/null
+fi
 
 # The newest timestamped run folder (runs/latest is a link to it; skip the link itself).
 latest_report() { ls -1d runs/2*/ 2>/dev/null | sort | tail -n 1; }
 
 echo
 echo "==> First run: gpuhost provision -i inventory/sandbox"
-gpuhost provision -i inventory/sandbox "$@"
+gpuhost provision -i inventory/sandbox "${extra[@]}" "$@"
 first=$(latest_report)
 
 echo
 echo "==> Second run (must change nothing): gpuhost provision -i inventory/sandbox"
-gpuhost provision -i inventory/sandbox "$@"
+gpuhost provision -i inventory/sandbox "${extra[@]}" "$@"
 second=$(latest_report)
 
 python3 - "$first" "$second" <<'PY'
