@@ -4,6 +4,8 @@
 # one say so and skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The CLI lives in the project venv (make venv); make exports this too.
+export PATH="$PWD/.venv/bin:$PATH"
 
 name=gpuhost-sandbox
 image=gpuhost/debian:12
