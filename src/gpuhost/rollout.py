@@ -15,7 +15,6 @@ never reached keeps the config it had and is listed as `not_reached`.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from rich import box
@@ -23,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuhost import record
+from gpuhost import record, runfacts
 from gpuhost.commands import (
     Command,
     Context,
@@ -56,32 +55,14 @@ _STATE_STYLE = {
 }
 
 
-def _events_dir(report: dict) -> Path:
-    return Path(report["artifacts"]) / "ansible" / "job_events"
-
-
-def read_rollout_facts(events_dir: Path) -> dict[str, dict]:
-    """The last gpuhost_rollout fact each host reported, in event order."""
-    found: dict[str, tuple[int, dict]] = {}
-    if not events_dir.is_dir():
-        return {}
-    for path in events_dir.glob("*.json"):
-        try:
-            event = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if event.get("event") != "runner_on_ok":
-            continue
-        data = event.get("event_data") or {}
-        res = data.get("res") if isinstance(data.get("res"), dict) else {}
-        facts = res.get("ansible_facts")
-        if not isinstance(facts, dict) or not isinstance(facts.get(ROLLOUT_FACT), dict):
-            continue
-        host = data.get("host")
-        counter = int(event.get("counter") or 0)
-        if host and counter >= found.get(host, (-1, {}))[0]:
-            found[host] = (counter, facts[ROLLOUT_FACT])
-    return {host: fact for host, (_, fact) in sorted(found.items())}
+def read_rollout_facts(run_dir: Path) -> dict[str, dict]:
+    """The last gpuhost_rollout fact each host reported (runfacts walks the events)."""
+    facts = runfacts.facts_from_events(run_dir)
+    return {
+        host: found[ROLLOUT_FACT]
+        for host, found in sorted(facts.items())
+        if isinstance(found.get(ROLLOUT_FACT), dict)
+    }
 
 
 def rollout_section(report: dict, facts: dict[str, dict]) -> dict[str, dict]:
@@ -143,7 +124,7 @@ def _rollout_run(args: argparse.Namespace, ctx: Context, command: str, playbook:
     report = execute(ctx, request, json_output=args.json)
     # Only worker hosts are play targets (router calls are delegated), so every host in
     # the recap carries a server config.
-    report["rollout"] = rollout_section(report, read_rollout_facts(_events_dir(report)))
+    report["rollout"] = rollout_section(report, read_rollout_facts(Path(report["run_dir"])))
     record.write_report(record.RunDir(Path(report["run_dir"])), report)
     if not args.json:
         print_rollout(ctx.out, report["rollout"])
