@@ -277,3 +277,22 @@ def test_driver_flavour_strings():
     assert module_from_license("GPL") == UNKNOWN
     assert driver_branch("580.159.04") == 580
     assert driver_branch("garbage") == UNKNOWN
+
+
+def test_real_single_gpu_raw_output():
+    """The 1x H200 machine (device kind nvidia-h200): topo -m has a `GPU NUMA ID` column and a
+    one-cell matrix, the P2P tables hold only X, and the headers carry ANSI codes too."""
+    raw = (FIXTURES / "h200x1-real" / "raw.txt").read_text()
+    assert "\x1b[4m" in raw
+    topo, rest = raw.split("== nvidia-smi topo -p2p r\n", 1)
+    read, rest = rest.split("== nvidia-smi topo -p2p w\n", 1)
+    write, rest = rest.split("== --query-gpu\n", 1)
+    caps = rest.split("== nvlink -s\n", 1)[0]
+    parsed = parse_topo_matrix(topo.split("\n", 1)[1])
+    assert parsed["labels"] == ["GPU0"]
+    assert parsed["matrix"] == [["X"]]
+    assert parse_p2p_matrix(read) == [["X"]] == parse_p2p_matrix(write)
+    assert summarize_p2p(parse_p2p_matrix(read), parse_p2p_matrix(write))["status"] == "n/a"
+    assert parse_compute_caps(caps) == {"00000000:00:06.0": "9.0"}
+    parsed = parse_query_xml((FIXTURES / "h200x1-real" / "nvidia-smi-q.xml").read_text())
+    assert [g["name"] for g in parsed["gpus"]] == ["NVIDIA H200"]

@@ -250,3 +250,38 @@ def test_real_run_logs_show_idempotence_and_check_mode():
     assert "changed=0" in first and "failed=0" in first and "rc=0" in first
     assert rerun.count("changed=0    unreachable=0    failed=0") == 2  # re-run and --check
     assert "check rc=0" in rerun
+
+
+# ---------------------------------------------------------------- the real 1x H200 run
+
+SINGLE = FIXTURES / "h200x1-real"
+
+
+def test_real_single_gpu_run_facts_and_findings():
+    real = json.loads((SINGLE / "facts.json").read_text())
+    gpu = real["gpuhost_gpu"]
+    assert gpu["count"] == 1 and [g["name"] for g in gpu["gpus"]] == ["NVIDIA H200"]
+    assert gpu["p2p"]["status"] == "n/a" and gpu["topology"]["matrix"] == [["X"]]
+    got = status(real["gpuhost_findings"])
+    assert [c for c, s in got.items() if s == "fail"] == []
+    assert got["preflight.p2p"] == got["proxmox_guest.p2p"] == "pass"
+    # The current code, fed the recorded facts, reaches the recorded verdicts.
+    req = yaml.safe_load((SINGLE / "inventory-vars.yml").read_text())
+    req = {k.removeprefix("preflight_"): v for k, v in req.items()}
+    again = preflight_findings(gpu, real["gpuhost_host"], req)
+    again += proxmox_findings(gpu, real["gpuhost_host"], "")
+    assert status(again) == got
+
+
+def test_real_single_gpu_run_rejects_the_eight_gpu_profile_before_any_change():
+    """On real hardware the default serving profile (TP 8, the reference host) is refused on a
+    one-GPU host, naming the variable and what is allowed, with nothing changed."""
+    log = (SINGLE / "preflight.log").read_text()
+    assert (
+        "sglang_server_tp_size: got 8; this host has 1 GPU(s) and the profile needs 8 per node"
+        in log
+    )
+    assert "allowed: TP x PP / nodes <= 1" in log
+    # The normal run and the --check --diff run stop the same way, changing nothing.
+    assert log.count("changed=0    unreachable=0    failed=1") == 2
+    assert "rc=2" in log and "check rc=2" in log

@@ -26,6 +26,11 @@ SRC_SGLANG = (
     "sglang srt/distributed/device_communicators/custom_all_reduce.py (P2P check, world sizes)"
 )
 SRC_FACTS = "gpuhost preflight facts (docs/facts.md)"
+SRC_CTAS = (
+    "NCCL docs, nccl4py NCCLConfig min_ctas/max_ctas (up to 32, defaults 1/32); NVIDIA/nccl "
+    "src/graph/search.cc (channels from a discrete per-channel bandwidth search)"
+)
+SRC_PAIR = "gpuhost tests/fixtures/nccl/h200x2-autotune*.json (2x H200 NV18, NCCL 2.28.9, runs A+B)"
 
 # nvidia-smi topo -m path types, best first. NCCL has no NODE: two host bridges under one
 # CPU are PATH_PHB to it, so NODE ranks with PHB (paths.cc, topo.h).
@@ -34,6 +39,8 @@ _PATH_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 4, "SYS": 5
 _NCCL_DEFAULT_P2P_RANK = _PATH_RANK["PXB"]
 # Channel/CTA floor for the shared-memory path: the seed's value (REFERENCE sections 1 and 4).
 MIN_CTAS = 8
+# NCCL's documented ceiling for min_ctas/max_ctas (default max): "positive integer up to 32".
+MAX_CTAS = 32
 # NCCL_MIN_CTAS replaced NCCL_MIN_NCHANNELS with the communicator config in NCCL 2.17.
 MIN_CTAS_SINCE = (2, 17)
 # sglang's custom all-reduce only initialises for these tensor-parallel sizes.
@@ -291,12 +298,39 @@ def _derive(inp, s, version):
                 f"{SRC_SEED}; {SRC_ENV} (NCCL_MIN_CTAS since 2.17)",
             )
         )
+    elif s["class"] == "nvlink" and inp["gpu_count"] == 2:
+        env[name] = str(MAX_CTAS)
+        reasons.append(
+            _reason(
+                name,
+                str(MAX_CTAS),
+                "two GPUs joined by NVLink: NCCL sizes its channels by a discrete bandwidth "
+                "search and stops below its CTA ceiling (24 channels on NV18 H200); the ceiling, "
+                f"{MAX_CTAS}, lifted busbw 3-4% at 64 MiB..1 GiB on two machines, small-message "
+                "latency within noise. It holds up to 32 SMs while a collective runs: where the "
+                "server overlaps communication with compute, set it to null in "
+                f"nccl_env_overrides. Named for NCCL {vtext}",
+                f"{SRC_CTAS}; {SRC_PAIR}",
+            )
+        )
+    elif s["class"] == "nvlink":
+        reasons.append(
+            _reason(
+                name,
+                None,
+                "not set: more than two NVLink GPUs (NVSwitch or a mesh); NCCL's own channel and "
+                "NVLS tuning is left alone (the CTA ceiling is measured on pairs only; autotune "
+                f"tries {MAX_CTAS})",
+                SRC_CTAS,
+            )
+        )
     else:
         reasons.append(
             _reason(
                 name,
                 None,
-                "not set: all GPU pairs use P2P; NCCL sizes its channels for the link itself",
+                "not set: all GPU pairs use P2P over PCIe; NCCL sizes its channels for the link "
+                f"itself (unmeasured here; autotune tries {MAX_CTAS})",
                 SRC_ENV,
             )
         )
@@ -494,7 +528,7 @@ def autotune_candidates(decision):
         if decision["topology_class"] != "nvlink":
             add("p2p-level-sys", {"NCCL_P2P_LEVEL": "SYS"})
     # More channels can help a P2P link reach its peak, and fewer or more help SHM.
-    counts = (4, 16) if decision["topology_class"] == "pcie_no_p2p" else (32,)
+    counts = (4, 16) if decision["topology_class"] == "pcie_no_p2p" else (MAX_CTAS,)
     for count in counts:
         add(f"min-ctas-{count}", {ctas: str(count)})
     return cands
