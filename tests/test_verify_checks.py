@@ -5,6 +5,7 @@ canned responses."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -117,6 +118,27 @@ def test_wrong_served_name_fails(standin):
     result = probe.run_checks(params(standin, served_model_name="not-served"))
     assert by_check(result)["verify.served_model"]["status"] == "fail"
     assert "glm-5" in by_check(result)["verify.served_model"]["message"]
+
+
+def test_standin_refused_post_keeps_the_connection_usable():
+    """The stand-in (a test double) reads a refused POST's body, so the next request on the
+    same keep-alive connection is parsed as a request, not as the leftover JSON."""
+    import http.client
+
+    proc, port = start_standin("--api-key", "sk-verify-123")
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        body = json.dumps({"model": "glm-5", "messages": [{"role": "user", "content": "1+1"}]})
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        refused = conn.getresponse()
+        assert refused.status == 401
+        refused.read()
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_api_key_is_sent(tmp_path):

@@ -150,7 +150,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client left (a bench timing out, a drain): one log line, not a traceback.
+            log(f"http client gone before the {code} answer to {self.path} was sent")
+            self.close_connection = True
 
     def _body(self) -> dict:
         length = int(self.headers.get("Content-Length") or 0)
@@ -235,10 +240,12 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, {"detail": "Not Found"})
 
     def _route_post(self, path: str) -> None:
+        # Read the body even when refusing: left unread, it would be parsed as the next
+        # request on this keep-alive connection.
+        body = self._body()
         if not self._authorized():
             self._send(401, {"error": "Unauthorized"})
             return
-        body = self._body()
         if path == "/v1/chat/completions":
             messages = body.get("messages") or []
             users = [m.get("content", "") for m in messages if m.get("role") == "user"]
