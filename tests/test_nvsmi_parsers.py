@@ -79,14 +79,20 @@ def test_h200_capture_full_fact():
     json.dumps(fact)  # a fact must serialise
 
 
+def sections(raw, *markers):
+    """A recorded raw.txt cut at its section markers: the text before each, then the rest."""
+    parts = []
+    for marker in markers:
+        head, raw = raw.split(marker, 1)
+        parts.append(head)
+    return [*parts, raw]
+
+
 def test_real_device_run_raw_output_with_ansi_codes():
     """nvidia-smi 580 underlines topo headers with ESC[4m even into a pipe (real run)."""
     raw = (FIXTURES / "h200x2-real-preflight" / "raw.txt").read_text()
     assert "\x1b[4m" in raw
-    topo, rest = raw.split("==r\n", 1)
-    read, rest = rest.split("==w\n", 1)
-    write, rest = rest.split("==q\n", 1)
-    caps = rest.split("==v\n", 1)[0]
+    topo, read, write, caps, _ = sections(raw, "==r\n", "==w\n", "==q\n", "==v\n")
     parsed = parse_topo_matrix(topo)
     assert parsed["labels"] == ["GPU0", "GPU1"]
     assert parsed["matrix"] == [["X", "NV18"], ["NV18", "X"]]
@@ -284,10 +290,13 @@ def test_real_single_gpu_raw_output():
     one-cell matrix, the P2P tables hold only X, and the headers carry ANSI codes too."""
     raw = (FIXTURES / "h200x1-real" / "raw.txt").read_text()
     assert "\x1b[4m" in raw
-    topo, rest = raw.split("== nvidia-smi topo -p2p r\n", 1)
-    read, rest = rest.split("== nvidia-smi topo -p2p w\n", 1)
-    write, rest = rest.split("== --query-gpu\n", 1)
-    caps = rest.split("== nvlink -s\n", 1)[0]
+    topo, read, write, caps, _ = sections(
+        raw,
+        "== nvidia-smi topo -p2p r\n",
+        "== nvidia-smi topo -p2p w\n",
+        "== --query-gpu\n",
+        "== nvlink -s\n",
+    )
     parsed = parse_topo_matrix(topo.split("\n", 1)[1])
     assert parsed["labels"] == ["GPU0"]
     assert parsed["matrix"] == [["X"]]
