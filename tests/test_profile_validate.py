@@ -8,20 +8,18 @@ each rule is tested on its own, whatever the pinned versions contain.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location(
-    "gpuhost_profile", ROOT / "plugins" / "module_utils" / "gpuhost_profile.py"
-)
-profile = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(profile)
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+import gpuhost_profile as profile  # noqa: E402
 
 REFERENCE = yaml.safe_load((ROOT / "profiles" / "glm5-nvfp4-8x-rtx-pro-6000.yml").read_text())
 REAL_CATALOGUES = sorted((ROOT / "data" / "sglang").glob("catalogue-*.json"))

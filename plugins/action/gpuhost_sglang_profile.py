@@ -15,9 +15,9 @@ without secrets, expected baseline, warnings, notes) and `gpuhost_findings` (its
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
+import sys
 
 import yaml
 from ansible.errors import AnsibleActionFail
@@ -80,30 +80,14 @@ options:
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
 
-def _logic():
-    # Controller plugins outside a collection cannot import custom module_utils: load the
-    # pure module by path (as plugins/action/gpuhost_validate.py does).
-    path = os.path.join(_REPO, "plugins", "module_utils", "gpuhost_profile.py")
-    spec = importlib.util.spec_from_file_location("gpuhost_profile_logic", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _plain(value):
-    """Ansible hands plugins lazy/tagged containers; the pure code wants plain ones."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value)
+import gpuhost_profile as logic  # noqa: E402
+from gpuhost_plain import plain  # noqa: E402
 
 
 class ActionModule(ActionBase):
@@ -114,8 +98,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        args = _plain(dict(self._task.args))
-        logic = _logic()
+        args = plain(dict(self._task.args))
 
         profile_name = args.get("profile") or ""
         profiles_dir = args.get("profiles_dir") or os.path.join(_REPO, "profiles")

@@ -10,8 +10,8 @@ plugins/module_utils/gpuhost_validate.py (unit-tested in tests/test_validate.py)
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 
 import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
@@ -34,15 +34,13 @@ options:
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
 
-def _logic():
-    # Custom module_utils are shipped to hosts with modules, but are not importable from
-    # controller plugins outside a collection: load the pure module by path.
-    path = os.path.join(_REPO, "plugins", "module_utils", "gpuhost_validate.py")
-    spec = importlib.util.spec_from_file_location("gpuhost_validate_logic", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import gpuhost_validate as logic  # noqa: E402
 
 
 def _load_yaml(path):
@@ -63,7 +61,6 @@ class ActionModule(ActionBase):
         constraints_file = args.get("constraints_file") or os.path.join(
             _REPO, "validation", "constraints.yml"
         )
-        logic = _logic()
         try:
             specs = logic.load_role_specs(roles_dir, _load_yaml)
             constraints = _load_yaml(constraints_file) or {}

@@ -3,29 +3,22 @@
 """Filters that turn gpuhost facts into findings (docs/facts.md).
 
 The decisions live in plugins/module_utils (gpuhost_preflight, gpuhost_proxmox) with unit
-tests; these filters only expose them to the roles. Controller-side plugins cannot import
-custom module_utils outside a collection, so the modules are loaded by path.
+tests; these filters only expose them to the roles.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 
-_UTILS = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(
-        f"_gpuhost_{name}", os.path.join(_UTILS, f"{name}.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_preflight = _load("gpuhost_preflight")
-_proxmox = _load("gpuhost_proxmox")
+import gpuhost_preflight as _preflight  # noqa: E402
+import gpuhost_proxmox as _proxmox  # noqa: E402
 
 
 def gpuhost_preflight_findings(gpu, host, requirements):

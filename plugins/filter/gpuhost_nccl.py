@@ -9,67 +9,51 @@ runs | gpuhost_nccl_autotune(margin)                         -> {chosen, env, ca
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 
 from ansible.errors import AnsibleFilterError
 
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
 
-def _load(name):
-    # Custom module_utils are not importable from controller plugins outside a collection
-    # (same approach as plugins/action/gpuhost_validate.py): load the pure module by path.
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "..", "module_utils", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"{name}_logic", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-nccl = _load("gpuhost_nccl")
-verify = _load("gpuhost_nccl_verify")
-
-
-def _plain(value):
-    """Ansible hands filters lazy/templated containers; the pure code wants plain ones."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
+import gpuhost_nccl as nccl  # noqa: E402
+import gpuhost_nccl_verify as verify  # noqa: E402
+from gpuhost_plain import plain  # noqa: E402
 
 
 def nccl_input(gpu, host=None, nccl_version=None):
-    return nccl.input_from_facts(_plain(gpu), _plain(host), _plain(nccl_version) or None)
+    return nccl.input_from_facts(plain(gpu), plain(host), plain(nccl_version) or None)
 
 
 def nccl_decide(inp, overrides=None):
     try:
-        return nccl.decide(_plain(inp), _plain(overrides) or {})
+        return nccl.decide(plain(inp), plain(overrides) or {})
     except nccl.NcclInputError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
 
 def nccl_candidates(decision):
-    return nccl.autotune_candidates(_plain(decision))
+    return nccl.autotune_candidates(plain(decision))
 
 
 def nccl_evaluate(run, decision, thresholds):
-    return verify.evaluate(_plain(run), _plain(decision), _plain(thresholds))
+    return verify.evaluate(plain(run), plain(decision), plain(thresholds))
 
 
 def nccl_autotune(runs, margin=0.03):
-    return verify.autotune_pick(_plain(runs), float(margin))
+    return verify.autotune_pick(plain(runs), float(margin))
 
 
 def nccl_apply_autotune(decision, pick, store):
-    return nccl.apply_autotune(_plain(decision), _plain(pick), str(store))
+    return nccl.apply_autotune(plain(decision), plain(pick), str(store))
 
 
 def nccl_findings(decision, verified=None, skipped=""):
-    return verify.findings(_plain(decision), _plain(verified) or None, str(skipped or ""))
+    return verify.findings(plain(decision), plain(verified) or None, str(skipped or ""))
 
 
 class FilterModule:

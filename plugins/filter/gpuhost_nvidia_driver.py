@@ -9,42 +9,27 @@ version | nvidia_driver_upstream                                         -> "580
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 
-_UTILS = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
 
-
-def _load(name):
-    # Controller plugins cannot import custom module_utils outside a collection: load by path.
-    spec = importlib.util.spec_from_file_location(
-        f"_gpuhost_{name}", os.path.join(_UTILS, f"{name}.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_driver = _load("gpuhost_nvidia_driver")
-
-
-def _plain(value):
-    """Ansible hands filters lazy containers; the pure code wants plain ones."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
+import gpuhost_nvidia_driver as _driver  # noqa: E402
+from gpuhost_plain import plain  # noqa: E402
 
 
 def nvidia_driver_plan(probe, gpu_facts, branch, version, packages, force=False):
-    gpu = _plain(gpu_facts) if isinstance(gpu_facts, dict) else {}
-    names = [str(p) for p in _plain(packages)]
-    return _driver.plan(_plain(probe), gpu, int(branch), str(version or ""), names, bool(force))
+    gpu = plain(gpu_facts) if isinstance(gpu_facts, dict) else {}
+    names = [str(p) for p in plain(packages)]
+    return _driver.plan(plain(probe), gpu, int(branch), str(version or ""), names, bool(force))
 
 
 def nvidia_driver_reboot_needed(probe, installed_version):
-    return _driver.reboot_needed(_plain(probe), str(installed_version or ""))
+    return _driver.reboot_needed(plain(probe), str(installed_version or ""))
 
 
 def nvidia_driver_upstream(version):

@@ -6,15 +6,16 @@ argv | gpuhost_exec_start      -> an ExecStart= command line for the argument li
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 
-_PATH = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "gpuhost_profile.py"
-)
-_SPEC = importlib.util.spec_from_file_location("gpuhost_profile_filters", _PATH)
-_logic = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(_logic)
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
+
+import gpuhost_profile as _logic  # noqa: E402
 
 
 class FilterModule:

@@ -15,17 +15,18 @@ host_python | gpuhost_python_mismatch(lock_python) -> why the lock does not fit,
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
+import sys
 
 from ansible.errors import AnsibleFilterError
 
-_PATH = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "gpuhost_python_env.py"
-)
-_SPEC = importlib.util.spec_from_file_location("gpuhost_python_env_filters", _PATH)
-_logic = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(_logic)
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
+
+import gpuhost_python_env as _logic  # noqa: E402
 
 
 def lock_select(paths, lane, override=""):

@@ -44,7 +44,7 @@ class AmbiguousFlag(CatalogueError):
         super().__init__(f"ambiguous option: {option} could match {', '.join(matches)}")
 
 
-# A NamedTuple, not a dataclass: plugins load this file by path (outside sys.modules),
+# A NamedTuple, not a dataclass: tests load this file by path (outside sys.modules),
 # where dataclasses cannot resolve their own module.
 class Resolved(NamedTuple):
     """How an option string given by a user maps onto the parser.

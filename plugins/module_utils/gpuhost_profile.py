@@ -2,11 +2,11 @@
 # Apache-2.0
 """The SGLang serving profile: resolve it, validate it, render the server's command line.
 
-Pure: dicts in, dicts out; no Ansible, no YAML, no I/O (beyond loading its sibling
-gpuhost_catalogue.py, which reads the catalogue the same way for everyone). The action plugin
-gpuhost_sglang_profile feeds it the profile file, the inventory's overrides, the argument
-catalogue of the pinned sglang version (data/sglang/catalogue-<version>.json) and the host
-facts; tests/test_profile_validate.py feeds it dicts.
+Pure: dicts in, dicts out; no Ansible, no YAML, no I/O (its sibling gpuhost_catalogue.py
+reads the catalogue the same way for everyone). The action plugin gpuhost_sglang_profile feeds
+it the profile file, the inventory's overrides, the argument catalogue of the pinned sglang
+version (data/sglang/catalogue-<version>.json) and the host facts;
+tests/test_profile_validate.py feeds it dicts.
 
 Every rule here comes from ../shared/REFERENCE.md §2-3 (read from the sglang wheels'
 srt/server_args.py) and says so in its message, so a failed run explains itself.
@@ -15,10 +15,14 @@ srt/server_args.py) and says so in its message, so a failed run explains itself.
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import json
-import os
 import re
+
+# Controller-only: no module under plugins/modules imports this file, so it is never bundled
+# for a host, and whoever imports it has plugins/module_utils on sys.path (the controller
+# plugins' sys.path line, the tests). A module_utils file that a module imports must name
+# its siblings as ansible.module_utils.gpuhost_* instead, for Ansible's module bundler.
+import gpuhost_catalogue
 
 # Flags that have their own variable: one value, one place. The message names it.
 RESERVED = {
@@ -101,20 +105,7 @@ def _finding(check, status, message, fix=""):
 # action, choices, default, nargs, help}}}, built by role python_env from the real wheel);
 # this module adds the profile's own advice to what it finds.
 
-
-def _load_catalogue_module():
-    # Controller plugins outside a collection cannot import custom module_utils, so the
-    # action plugin, the filter and the tests load this file by path; it loads its sibling
-    # the same way.
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpuhost_catalogue.py")
-    spec = importlib.util.spec_from_file_location("gpuhost_catalogue_for_profile", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_catalogue_module = _load_catalogue_module()
-Catalogue = _catalogue_module.Catalogue
+Catalogue = gpuhost_catalogue.Catalogue
 
 
 def as_catalogue(data):
@@ -134,7 +125,7 @@ def resolve_flag(cat, flag):
     """
     try:
         found = cat.resolve(flag)
-    except _catalogue_module.AmbiguousFlag as exc:
+    except gpuhost_catalogue.AmbiguousFlag as exc:
         full = sorted({cat.options[m] for m in exc.matches})
         if len(full) == 1:
             return None, _abbreviation(cat, flag, min(exc.matches, key=len), full[0])
@@ -142,7 +133,7 @@ def resolve_flag(cat, flag):
             f"{flag} is not a flag of sglang {cat.version}; as a prefix it is ambiguous "
             f"({', '.join(full[:6])}): write the full name"
         )
-    except _catalogue_module.UnknownFlag:
+    except gpuhost_catalogue.UnknownFlag:
         return None, _unknown(cat, flag)
     if found.value is not None:
         return None, (
