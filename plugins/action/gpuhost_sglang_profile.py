@@ -6,7 +6,8 @@ Reads profiles/<name>.yml and data/sglang/catalogue-<version>.json on the contro
 the flags against the pinned sglang's argument catalogue and the host facts, and returns the
 server's argv and ExecStart. Nothing is sent to the host, so it runs in preflight before any
 change (playbooks/preflight.yml) and again when the unit is rendered (role sglang_server).
-The rules live in plugins/module_utils/gpuhost_profile.py (tests/test_profile_validate.py).
+The rules live in plugins/module_utils/gpuhost_profile.py and gpuhost_profile_flags.py
+(tests/test_profile_validate.py).
 
 Sets the cacheable facts `gpuhost_sglang` (the resolved profile, argv, exec_start, env
 without secrets, expected baseline, warnings, notes) and `gpuhost_findings` (its

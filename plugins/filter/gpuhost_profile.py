@@ -1,4 +1,4 @@
-"""Filters over the serving-profile helpers (plugins/module_utils/gpuhost_profile.py).
+"""Filters over the serving-profile helpers (plugins/module_utils/gpuhost_profile_render.py).
 
 value | gpuhost_env_value      -> the value as a systemd EnvironmentFile line reads it back
 argv | gpuhost_exec_start      -> an ExecStart= command line for the argument list
@@ -15,7 +15,7 @@ _UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_u
 if _UTILS not in sys.path:
     sys.path.append(_UTILS)
 
-import gpuhost_profile as _logic  # noqa: E402
+import gpuhost_profile_render as _logic  # noqa: E402
 
 
 class FilterModule:

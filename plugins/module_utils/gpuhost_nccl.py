@@ -1,50 +1,28 @@
 """NCCL settings derived from the measured GPU topology (pure: facts in, decision out).
 
-The decision table, with its sources, is in roles/nccl/README.md; each rule below names the
-source it rests on in the `source` of its reason, so the report can show why a variable is
-(or is not) set. Nothing here touches the host: the role and the unit tests call the same
-functions on the same input dict, which `input_from_facts` builds from the preflight facts
-(docs/facts.md) in exactly one place.
+The decision table, with its sources, is in roles/nccl/README.md; its rules are in
+gpuhost_nccl_rules.py, each naming the source it rests on in the `source` of its reason, so
+the report can show why a variable is (or is not) set. This module checks the input,
+summarises the GPU pairs for the rules, applies nccl_env_overrides (`decide`) and the
+autotune winner (`autotune_candidates`, `apply_autotune`). Nothing here touches the host:
+the role and the unit tests call the same functions on the same input dict, which
+`input_from_facts` builds from the preflight facts (docs/facts.md) in exactly one place.
 """
 
 from __future__ import annotations
 
 import re
 
-# Sources cited by the reasons (full references in roles/nccl/README.md).
-SRC_ENV = (
-    "NCCL docs, Environment Variables (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)"
-)
-SRC_PATHS = (
-    "NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p (default p2pLevel PATH_PXB; NVML P2P status)"
-)
-SRC_REF4 = "gpuhost REFERENCE.md section 4 (NCCL), measured on 2x H200 NVLink"
-SRC_SEED = (
-    "gpuhost REFERENCE.md sections 1 and 4 (seed recipe; 8x PRO 6000 bare metal 22 -> 38 GB/s)"
-)
-SRC_SGLANG = (
-    "sglang srt/distributed/device_communicators/custom_all_reduce.py (P2P check, world sizes)"
-)
-SRC_FACTS = "gpuhost preflight facts (docs/facts.md)"
-SRC_CTAS = (
-    "NCCL docs, nccl4py NCCLConfig min_ctas/max_ctas (up to 32, defaults 1/32); NVIDIA/nccl "
-    "src/graph/search.cc (channels from a discrete per-channel bandwidth search)"
-)
-SRC_PAIR = "gpuhost tests/fixtures/nccl/h200x2-autotune*.json (2x H200 NV18, NCCL 2.28.9, runs A+B)"
+# Controller-only (the filter plugin and tests; no module imports it): its importers have
+# plugins/module_utils on sys.path. A module_utils file that a module imports must name its
+# siblings as ansible.module_utils.gpuhost_* instead, for Ansible's module bundler.
+import gpuhost_nccl_rules as rules
 
 # nvidia-smi topo -m path types, best first. NCCL has no NODE: two host bridges under one
 # CPU are PATH_PHB to it, so NODE ranks with PHB (paths.cc, topo.h).
 _PATH_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 4, "SYS": 5}
 # NCCL uses P2P up to PXB unless told otherwise (paths.cc: `int p2pLevel = PATH_PXB`).
 _NCCL_DEFAULT_P2P_RANK = _PATH_RANK["PXB"]
-# Channel/CTA floor for the shared-memory path: the seed's value (REFERENCE sections 1 and 4).
-MIN_CTAS = 8
-# NCCL's documented ceiling for min_ctas/max_ctas (default max): "positive integer up to 32".
-MAX_CTAS = 32
-# NCCL_MIN_CTAS replaced NCCL_MIN_NCHANNELS with the communicator config in NCCL 2.17.
-MIN_CTAS_SINCE = (2, 17)
-# sglang's custom all-reduce only initialises for these tensor-parallel sizes.
-_CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
 
 TOPOLOGY_CLASSES = ("none", "single", "nvlink", "pcie_p2p", "pcie_no_p2p")
 _ENV_NAME = re.compile(r"^NCCL_[A-Z0-9_]+$")
@@ -132,10 +110,6 @@ def _check_input(inp):
             raise NcclInputError(f"{key}: expected a {count}x{count} matrix, got {matrix!r}")
 
 
-def _reason(variable, value, reason, source):
-    return {"variable": variable, "value": value, "reason": reason, "source": source}
-
-
 def _pairs(inp):
     """Per GPU pair: (i, j, path type, P2P OK), for the matrices the facts hold."""
     n = inp["gpu_count"]
@@ -175,194 +149,6 @@ def _summarise(inp):
         "nvlink_no_p2p": [p for p in pairs if p[2] == "NV" and not p[3]],
         "class": klass,
     }
-
-
-def _min_ctas_name(version):
-    if version is None or version >= MIN_CTAS_SINCE:
-        return "NCCL_MIN_CTAS", "NCCL_MIN_NCHANNELS"
-    return "NCCL_MIN_NCHANNELS", "NCCL_MIN_CTAS"
-
-
-def _derive(inp, s, version):
-    """(env, reasons, warnings) for two or more GPUs."""
-    env, reasons, warnings = {}, [], []
-    vtext = ".".join(map(str, version)) if version else "unknown"
-
-    # P2P level: only where the driver grants P2P on a path NCCL's default refuses.
-    if s["p2p_none"]:
-        why = (
-            "not set: the driver reports no GPU pair P2P-capable (topo -p2p), so NCCL ignores "
-            "any level and uses SHM through host memory"
-            if s["known"]
-            else "not set: P2P status unknown (no topology facts); NCCL decides at run time"
-        )
-        reasons.append(_reason("NCCL_P2P_LEVEL", None, why, SRC_PATHS))
-    elif s["widen"]:
-        env["NCCL_P2P_LEVEL"] = "PHB"
-        reasons.append(
-            _reason(
-                "NCCL_P2P_LEVEL",
-                "PHB",
-                f"{len(s['widen'])} P2P-capable pair(s) connect through the CPU host bridge "
-                "(PHB/NODE); NCCL's default stops at PXB and would route them through host "
-                "memory. SYS pairs stay on SHM (NCCL default); verify measures the result",
-                f"{SRC_PATHS}; {SRC_ENV} (NCCL_P2P_LEVEL=PHB: same NUMA node)",
-            )
-        )
-    else:
-        reasons.append(
-            _reason(
-                "NCCL_P2P_LEVEL",
-                None,
-                "not set: every P2P-capable pair is NVLink or behind PCIe switches, which "
-                "NCCL's default level (PXB) already covers",
-                SRC_PATHS,
-            )
-        )
-    if s["sys_ok"]:
-        reasons.append(
-            _reason(
-                "NCCL_P2P_LEVEL",
-                env.get("NCCL_P2P_LEVEL"),
-                f"{len(s['sys_ok'])} P2P-capable pair(s) cross NUMA nodes (SYS): left to NCCL's "
-                "default (no P2P across the SMP interconnect); autotune can try SYS",
-                f"{SRC_PATHS}; {SRC_ENV}",
-            )
-        )
-
-    # P2P is never disabled: with NVLink it costs >10x, without P2P it is already off.
-    reasons.append(
-        _reason(
-            "NCCL_P2P_DISABLE",
-            None,
-            "never set: on NVLink it drops busbw >10x (332 -> 29 GB/s on 2x H200); where the "
-            "driver grants no P2P, NCCL already does not use it",
-            SRC_REF4,
-        )
-    )
-    reasons.append(
-        _reason(
-            "NCCL_SHM_DISABLE",
-            None,
-            "never set on one host: it forces the network transport between local GPUs "
-            "(4.4 GB/s on 2x H200)",
-            f"{SRC_ENV}; {SRC_REF4}",
-        )
-    )
-    reasons.append(
-        _reason(
-            "NCCL_ALLOC_P2P_NET_LL_BUFFERS",
-            None,
-            "not set: it only affects P2P over the network transport, unused inside one host",
-            f"{SRC_ENV}; {SRC_REF4}",
-        )
-    )
-
-    # InfiniBand: only switched off where there is none.
-    ib = inp.get("ib_present")
-    if ib is False:
-        env["NCCL_IB_DISABLE"] = "1"
-        reasons.append(
-            _reason(
-                "NCCL_IB_DISABLE",
-                "1",
-                "no InfiniBand/RoCE device (/sys/class/infiniband empty): NCCL skips the IB "
-                "probe at init; harmless without IB",
-                f"{SRC_ENV}; {SRC_REF4}",
-            )
-        )
-    else:
-        reasons.append(
-            _reason(
-                "NCCL_IB_DISABLE",
-                None,
-                "not set: an IB device is present (multi-host traffic needs it)"
-                if ib
-                else "not set: IB presence unknown, so IB is left to NCCL",
-                SRC_ENV,
-            )
-        )
-
-    # Channel floor: only where some pair goes through host memory (SHM).
-    name, other = _min_ctas_name(version)
-    if s["class"] == "pcie_no_p2p":
-        env[name] = str(MIN_CTAS)
-        reasons.append(
-            _reason(
-                name,
-                str(MIN_CTAS),
-                f"some GPU pairs have no usable P2P, so NCCL moves data through host memory "
-                f"(SHM); a floor of {MIN_CTAS} channels lifted busbw 22 -> 38 GB/s on 8x PRO "
-                f"6000. Named for NCCL {vtext}: NCCL_MIN_CTAS from 2.17, NCCL_MIN_NCHANNELS "
-                "before (unknown versions get NCCL_MIN_CTAS: the pinned torch ships >= 2.27)",
-                f"{SRC_SEED}; {SRC_ENV} (NCCL_MIN_CTAS since 2.17)",
-            )
-        )
-    elif s["class"] == "nvlink" and inp["gpu_count"] == 2:
-        env[name] = str(MAX_CTAS)
-        reasons.append(
-            _reason(
-                name,
-                str(MAX_CTAS),
-                "two GPUs joined by NVLink: NCCL sizes its channels by a discrete bandwidth "
-                "search and stops below its CTA ceiling (24 channels on NV18 H200); the ceiling, "
-                f"{MAX_CTAS}, lifted busbw 3-4% at 64 MiB..1 GiB on two machines, small-message "
-                "latency within noise. It holds up to 32 SMs while a collective runs: where the "
-                "server overlaps communication with compute, set it to null in "
-                f"nccl_env_overrides. Named for NCCL {vtext}",
-                f"{SRC_CTAS}; {SRC_PAIR}",
-            )
-        )
-    elif s["class"] == "nvlink":
-        reasons.append(
-            _reason(
-                name,
-                None,
-                "not set: more than two NVLink GPUs (NVSwitch or a mesh); NCCL's own channel and "
-                "NVLS tuning is left alone (the CTA ceiling is measured on pairs only; autotune "
-                f"tries {MAX_CTAS})",
-                SRC_CTAS,
-            )
-        )
-    else:
-        reasons.append(
-            _reason(
-                name,
-                None,
-                "not set: all GPU pairs use P2P over PCIe; NCCL sizes its channels for the link "
-                f"itself (unmeasured here; autotune tries {MAX_CTAS})",
-                SRC_ENV,
-            )
-        )
-    reasons.append(_reason(other, None, f"not set: the name for NCCL {vtext} is {name}", SRC_ENV))
-
-    if s["nvlink_no_p2p"]:
-        warnings.append(
-            f"{len(s['nvlink_no_p2p'])} NVLink pair(s) without P2P in the driver: NCCL "
-            "refuses to start there (paths.cc 'P2P is disabled between NVLINK connected "
-            "GPUs'); check the NVLink/fabric state before serving"
-        )
-    return env, reasons, warnings
-
-
-def _custom_all_reduce(inp, s):
-    """(disable, reason) for sglang's --disable-custom-all-reduce."""
-    n = inp["gpu_count"]
-    if n < 2:
-        return False, "one GPU or none: no all-reduce, the flag does not matter"
-    if not s["p2p_all"]:
-        return True, (
-            "not every GPU pair has P2P: custom all-reduce reads peer memory directly and "
-            "needs full P2P (a granted-but-broken path hangs or gives wrong sums)"
-        )
-    if n not in _CUSTOM_AR_WORLD_SIZES:
-        return True, f"sglang supports custom all-reduce only for TP {list(_CUSTOM_AR_WORLD_SIZES)}"
-    if n > 2 and not s["nvlink_all"]:
-        return True, "more than two PCIe-only GPUs: sglang would disable it itself"
-    return (
-        False,
-        "full P2P between all GPUs: custom all-reduce is faster than NCCL for small messages",
-    )
 
 
 def _normalise_override(name, value):
@@ -442,7 +228,7 @@ def _override_reason(decision, name, value, derived):
     why = "; ".join(r["reason"] for r in before) or "no derived setting"
     decision["reasons"] = [r for r in decision["reasons"] if r["variable"] != name]
     decision["reasons"].append(
-        _reason(
+        rules.reason(
             name,
             value,
             f"overridden in nccl_env_overrides (derived {derived!r}: {why})",
@@ -460,24 +246,28 @@ def decide(inp, overrides=None):
     warnings = []
     if n == 0:
         klass, env = "none", {}
-        reasons = [_reason("*", None, "no GPU present: nothing for NCCL to do", SRC_FACTS)]
+        reasons = [
+            rules.reason("*", None, "no GPU present: nothing for NCCL to do", rules.SRC_FACTS)
+        ]
     elif n == 1:
         klass, env = "single", {}
-        reasons = [_reason("*", None, "one GPU: no inter-GPU collective to tune", SRC_FACTS)]
+        reasons = [
+            rules.reason("*", None, "one GPU: no inter-GPU collective to tune", rules.SRC_FACTS)
+        ]
     else:
         klass = s["class"]
-        env, reasons, warnings = _derive(inp, s, version)
+        env, reasons, warnings = rules.derive_env(inp, s, version)
         if not inp.get("driver_loaded", True):
             warnings.append(
                 "the NVIDIA driver was not loaded when facts were read: topology unknown"
             )
-    disable_car, car_reason = _custom_all_reduce(inp, s or {})
+    disable_car, car_reason = rules.custom_all_reduce(inp, s or {})
     reasons.append(
-        _reason(
+        rules.reason(
             "disable_custom_all_reduce",
             disable_car,
             car_reason,
-            f"{SRC_SGLANG}; REFERENCE.md section 2",
+            f"{rules.SRC_SGLANG}; REFERENCE.md section 2",
         )
     )
     decision = {
@@ -506,7 +296,7 @@ def autotune_candidates(decision):
     env = decision["env"]
     fixed = {o["variable"] for o in decision["overrides"]}
     version = parse_version(decision.get("nccl_version"))
-    ctas, _ = _min_ctas_name(version)
+    ctas, _ = rules.min_ctas_name(version)
     cands = [{"name": "derived", "env": dict(env)}]
 
     def add(name, changes):
@@ -528,7 +318,7 @@ def autotune_candidates(decision):
         if decision["topology_class"] != "nvlink":
             add("p2p-level-sys", {"NCCL_P2P_LEVEL": "SYS"})
     # More channels can help a P2P link reach its peak, and fewer or more help SHM.
-    counts = (4, 16) if decision["topology_class"] == "pcie_no_p2p" else (MAX_CTAS,)
+    counts = (4, 16) if decision["topology_class"] == "pcie_no_p2p" else (rules.MAX_CTAS,)
     for count in counts:
         add(f"min-ctas-{count}", {ctas: str(count)})
     return cands
@@ -551,7 +341,7 @@ def apply_autotune(decision, pick, store):
     reasons = [r for r in decision["reasons"] if r["variable"] not in changed]
     for name in changed:
         before = "; ".join(r["reason"] for r in decision["reasons"] if r["variable"] == name)
-        reasons.append(_reason(name, env.get(name), f"{text}; derived: {before}", store))
+        reasons.append(rules.reason(name, env.get(name), f"{text}; derived: {before}", store))
     new["env"] = env
     new["reasons"] = reasons
     return new

@@ -8,14 +8,17 @@ it the profile file, the inventory's overrides, the argument catalogue of the pi
 version (data/sglang/catalogue-<version>.json) and the host facts;
 tests/test_profile_validate.py feeds it dicts.
 
-Every rule here comes from ../shared/REFERENCE.md §2-3 (read from the sglang wheels'
+Three files: this one resolves a profile and validates it against the host (GPU count and
+architecture, the nccl decision, the listening address); gpuhost_profile_flags.py checks
+its flags against the catalogue; gpuhost_profile_render.py renders the command line, and
+its functions are part of this module's interface.
+
+Every rule comes from ../shared/REFERENCE.md §2-3 (read from the sglang wheels'
 srt/server_args.py) and says so in its message, so a failed run explains itself.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 
 # Controller-only: no module under plugins/modules imports this file, so it is never bundled
@@ -23,31 +26,10 @@ import re
 # plugins' sys.path line, the tests). A module_utils file that a module imports must name
 # its siblings as ansible.module_utils.gpuhost_* instead, for Ansible's module bundler.
 import gpuhost_catalogue
+from gpuhost_profile_flags import SOURCE, check_flags
 
-# Flags that have their own variable: one value, one place. The message names it.
-RESERVED = {
-    "--model-path": "sglang_server_model_id (or the profile's model)",
-    "--model": "sglang_server_model_id (or the profile's model)",
-    "--served-model-name": "sglang_server_served_model_name",
-    "--host": "sglang_server_host",
-    "--port": "sglang_server_port",
-    "--tp-size": "sglang_server_tp_size (or the profile's tp_size)",
-    "--tensor-parallel-size": "sglang_server_tp_size (or the profile's tp_size)",
-    "--revision": "sglang_server_revision (or the profile's revision)",
-    "--api-key": "sglang_server_api_key (from Vault or the environment, never a flag)",
-    "--disable-custom-all-reduce": (
-        "the nccl role's decision (gpuhost_nccl.disable_custom_all_reduce); override it "
-        "with nccl_env_overrides.disable_custom_all_reduce"
-    ),
-}
-
-# Renames between sglang versions (REFERENCE §2): the old name is an "unrecognized
-# arguments" error from 0.5.20 on; the new one does not exist before 0.5.12.
-RENAMES = {
-    "--nsa-prefill-backend": "--dsa-prefill-backend",
-    "--nsa-decode-backend": "--dsa-decode-backend",
-}
-RENAMED_IN = "0.5.20"
+# Part of this module's interface: the action plugin and the tests use them from here.
+from gpuhost_profile_render import env_value, exec_start, render_args, systemd_quote  # noqa: F401
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # What an API key may contain: it is masked in logs by plain substring replacement and
@@ -58,8 +40,6 @@ API_KEY_PATTERN = r"[A-Za-z0-9._~+/=-]{16,}"
 DSA_MODEL_PATTERN = re.compile(r"glm-?5|deepseek-v3\.2", re.IGNORECASE)
 NVFP4_QUANTIZATIONS = {"modelopt_fp4", "nvfp4", "petit_nvfp4", "modelopt_mixed"}
 ALLREDUCE_FUSION_SMS = {90, 100, 103}
-
-SOURCE = "../shared/REFERENCE.md §2"
 
 
 class ProfileError(Exception):
@@ -100,10 +80,8 @@ def _finding(check, status, message, fix=""):
 
 
 # --------------------------------------------------------------------------------------
-# catalogue lookups: gpuhost_catalogue.py (beside this file) is the one reader of the
-# argument catalogue (shape: {"sglang_version", "flags": {"--x": {dest, aliases, type,
-# action, choices, default, nargs, help}}}, built by role python_env from the real wheel);
-# this module adds the profile's own advice to what it finds.
+# the catalogue: gpuhost_catalogue.py (beside this file) is its one reader; its flags are
+# checked by gpuhost_profile_flags.py
 
 Catalogue = gpuhost_catalogue.Catalogue
 
@@ -115,111 +93,6 @@ def as_catalogue(data):
     if not isinstance(data, dict) or not isinstance(data.get("flags"), dict):
         raise ProfileError("argument catalogue has no 'flags' mapping")
     return Catalogue({**data, "sglang_version": str(data.get("sglang_version", "unknown"))})
-
-
-def resolve_flag(cat, flag):
-    """(canonical, None) for an exact name or alias; (None, problem) otherwise.
-
-    The catalogue resolves as argparse does; an abbreviation it would accept is still
-    refused here, naming the full spelling, since it breaks when a new flag shares the prefix.
-    """
-    try:
-        found = cat.resolve(flag)
-    except gpuhost_catalogue.AmbiguousFlag as exc:
-        full = sorted({cat.options[m] for m in exc.matches})
-        if len(full) == 1:
-            return None, _abbreviation(cat, flag, min(exc.matches, key=len), full[0])
-        return None, (
-            f"{flag} is not a flag of sglang {cat.version}; as a prefix it is ambiguous "
-            f"({', '.join(full[:6])}): write the full name"
-        )
-    except gpuhost_catalogue.UnknownFlag:
-        return None, _unknown(cat, flag)
-    if found.value is not None:
-        return None, (
-            f"{flag} is not a flag of sglang {cat.version}; give the value in the mapping: "
-            f"'{found.option}': {found.value}"
-        )
-    if found.how == "prefix":
-        return None, _abbreviation(cat, flag, found.option, found.name)
-    return found.name, None
-
-
-def _abbreviation(cat, flag, spelled, canonical):
-    # Suggest the spelling the user was abbreviating (--tp -> --tp-size).
-    reserved = RESERVED.get(spelled) or RESERVED.get(canonical)
-    where = f", and it is set through {reserved}" if reserved else ""
-    return (
-        f"{flag} is not a flag of sglang {cat.version}; argparse would take it as an "
-        f"abbreviation of {spelled}, which breaks when a new flag shares the prefix: "
-        f"write {spelled}{where}"
-    )
-
-
-def _unknown(cat, flag):
-    renamed = RENAMES.get(flag)
-    old = {new: old for old, new in RENAMES.items()}.get(flag)
-    if renamed and renamed in cat:
-        return (
-            f"{flag} was renamed {renamed} after sglang 0.5.11 and the old name is an "
-            f"'unrecognized arguments' error from {RENAMED_IN} on ({SOURCE}); sglang "
-            f"{cat.version} knows only {renamed}: rename it"
-        )
-    if old and old in cat:
-        return (
-            f"{flag} does not exist in sglang {cat.version}; this version calls it "
-            f"{old} ({SOURCE}): use {old}, or pin sglang >= {RENAMED_IN}"
-        )
-    close = difflib.get_close_matches(flag, list(cat.flags), n=3, cutoff=0.75)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"{flag} is not a flag of sglang {cat.version} (unknown or removed){hint}"
-
-
-def _is_switch(entry):
-    action = str(entry.get("action") or "").lower()
-    return (
-        entry.get("nargs") == 0
-        or "store_true" in action
-        or "store_const" in action
-        or "storetrue" in action
-    )
-
-
-def _check_value(cat, flag, value):
-    """Problems with one flag's value (a list of strings): the profile's rules on switches
-    and lists, then the catalogue's argparse-exact check of each value, in this module's words.
-    """
-    entry, version = cat.lookup(flag), cat.version
-    if _is_switch(entry):
-        if value is not True:
-            return [
-                f"{flag} is a switch in sglang {version}: set it to true (or remove it), "
-                f"got {value!r}"
-            ]
-        return []
-    if value is True:
-        return [f"{flag} takes a value in sglang {version}; got true"]
-    problems = []
-    if isinstance(value, list) and entry.get("nargs") in (None, "?"):
-        problems.append(f"{flag} takes one value in sglang {version}; got a list")
-    choices = entry.get("choices")
-    kind = str(entry.get("type") or "")
-    for item in value if isinstance(value, list) else [value]:
-        wrong = cat.check_value(flag, item)
-        if not wrong:
-            continue
-        if choices:
-            problems.append(
-                f"{flag} {item!r} is not a choice of sglang {version}; allowed: "
-                + ", ".join(str(c) for c in choices)
-            )
-        elif kind == "int":
-            problems.append(f"{flag} needs an integer in sglang {version}; got {item!r}")
-        elif kind == "float":
-            problems.append(f"{flag} needs a number in sglang {version}; got {item!r}")
-        else:
-            problems += [f"{message} (sglang {version})" for message in wrong]
-    return problems
 
 
 def _intlike(value):
@@ -294,51 +167,20 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
     errors, warnings, notes, findings = [], [], [], []
     cat = as_catalogue(catalogue)
     # flags: as the user spelled them (rendered); canon: by the catalogue's name (the rules).
-    flags, canon = {}, {}
+    flags, canon, flag_errors, flag_warnings = check_flags(cat, effective["flags"])
+    errors += flag_errors
+    warnings += flag_warnings
+    findings.append(
+        _finding("flags", "fail", flag_errors[0], "see the run's error list")
+        if flag_errors
+        else _finding("flags", "pass", f"{len(flags)} flag(s) valid for sglang {cat.version}")
+    )
 
     def get(name, default=None):
         return canon.get(cat.options.get(name, name), default)
 
     def has(name):
         return cat.options.get(name, name) in canon
-
-    # Names and values against the pinned version's catalogue.
-    flag_errors = []
-    for flag, value in effective["flags"].items():
-        if not isinstance(flag, str) or not flag.startswith("--"):
-            flag_errors.append(
-                f"sglang_server_flags: {flag!r} must be a long flag such as --tp-size"
-            )
-            continue
-        if flag in RESERVED:
-            flag_errors.append(f"sglang_server_flags: {flag} is set through {RESERVED[flag]}")
-            continue
-        canonical, problem = resolve_flag(cat, flag)
-        if problem:
-            flag_errors.append(f"sglang_server_flags: {problem}")
-            continue
-        if canonical in RESERVED:
-            flag_errors.append(f"sglang_server_flags: {flag} is set through {RESERVED[canonical]}")
-            continue
-        for message in _check_value(cat, flag, value):
-            flag_errors.append(f"sglang_server_flags: {message}")
-        entry = cat.flags[canonical]
-        if entry.get("deprecated") or "deprecat" in str(entry.get("action") or "").lower():
-            warnings.append(
-                f"{flag} is deprecated in sglang {cat.version}: "
-                f"{(entry.get('help') or '').strip()[:160]}"
-            )
-        flags[flag] = value
-        canon[canonical] = value
-    for flag in ("--model-path", "--served-model-name", "--host", "--port", "--tp-size"):
-        if flag not in cat:
-            flag_errors.append(f"the argument catalogue of sglang {cat.version} lacks {flag}")
-    errors += flag_errors
-    findings.append(
-        _finding("flags", "fail", flag_errors[0], "see the run's error list")
-        if flag_errors
-        else _finding("flags", "pass", f"{len(flags)} flag(s) valid for sglang {cat.version}")
-    )
 
     count, sms = gpu_summary(gpu)
     no_gpu = count is None or count == 0
@@ -551,60 +393,3 @@ def _car_reason(nccl):
         if isinstance(item, dict) and item.get("variable") == "disable_custom_all_reduce":
             return "overridden in nccl_env_overrides"
     return "see gpuhost_nccl.reasons"
-
-
-# --------------------------------------------------------------------------------------
-# render
-
-
-def render_args(effective, flags, listen, model_path=None):
-    """The server's arguments (without the entry point): fixed ones first, then the flags."""
-    args = [
-        "--model-path",
-        str(model_path or effective["model"]),
-        "--served-model-name",
-        effective["served_model_name"],
-        "--host",
-        str(listen.get("host", "127.0.0.1")),
-        "--port",
-        str(listen.get("port", 30000)),
-        "--tp-size",
-        str(effective["tp_size"]),
-    ]
-    if effective.get("revision") and effective["revision"] != "main" and not model_path:
-        args += ["--revision", effective["revision"]]
-    for flag, value in flags.items():
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, list):
-            args += [flag, *(str(v) for v in value)]
-        elif isinstance(value, dict):
-            args += [flag, json.dumps(value, sort_keys=True)]
-        elif isinstance(value, float):
-            args += [flag, repr(value)]
-        else:
-            args += [flag, str(value)]
-    return args
-
-
-_PLAIN = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
-
-
-def systemd_quote(arg):
-    """One argument as systemd's ExecStart parser reads it back unchanged."""
-    text = str(arg).replace("%", "%%").replace("$", "$$")
-    if text and _PLAIN.fullmatch(text):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def exec_start(argv):
-    return " ".join(systemd_quote(a) for a in argv)
-
-
-def env_value(value):
-    """A value for a systemd EnvironmentFile line (double-quoted when needed)."""
-    text = ("1" if value else "0") if isinstance(value, bool) else str(value)
-    if _PLAIN.fullmatch(text):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
