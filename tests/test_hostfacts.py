@@ -5,24 +5,22 @@ from __future__ import annotations
 import os
 
 import pytest
-from gpuhost_fakes import FakeProbe, load_fixture
-from gpuhost_hostfacts import (
+from ansible.module_utils.gpuhost_hostfacts import (
     UNKNOWN,
     Probe,
     collect_disk,
     collect_host,
-    collect_pci_gpus,
     dmi_q35,
     firmware_kind,
-    link_gen,
     parse_cmdline_iommu,
     parse_detect_virt,
     parse_efivar_secure_boot,
-    parse_lspci,
     parse_meminfo,
     parse_mokutil,
     parse_thp,
 )
+from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus, link_gen, parse_lspci
+from gpuhost_fakes import FakeProbe, load_fixture
 
 
 def test_proxmox_guest_host_facts():

@@ -9,22 +9,24 @@ from __future__ import annotations
 import json
 
 import pytest
-from gpuhost_fakes import FIXTURES, FakeProbe, load_fixture
-from gpuhost_hostfacts import collect_pci_gpus
-from gpuhost_nvsmi import (
+from ansible.module_utils.gpuhost_nvsmi import (
     NA,
     UNKNOWN,
     collect_gpu,
     driver_branch,
     module_from_license,
     parse_compute_caps,
-    parse_p2p_matrix,
     parse_proc_driver_version,
     parse_query_xml,
+)
+from ansible.module_utils.gpuhost_nvsmi_topo import (
+    parse_p2p_matrix,
     parse_topo_matrix,
     summarize_p2p,
     summarize_topology,
 )
+from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from gpuhost_fakes import FIXTURES, FakeProbe, load_fixture
 
 
 def gpu_fact(name):

@@ -7,9 +7,10 @@ import json
 
 import pytest
 import yaml
+from ansible.module_utils.gpuhost_hostfacts import collect_host
+from ansible.module_utils.gpuhost_nvsmi import collect_gpu
+from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus
 from gpuhost_fakes import FIXTURES, load_fixture
-from gpuhost_hostfacts import collect_host, collect_pci_gpus
-from gpuhost_nvsmi import collect_gpu
 from gpuhost_preflight import (
     GPU_MODELS,
     merge_findings,

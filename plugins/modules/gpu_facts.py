@@ -54,16 +54,13 @@ gpuhost_host:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-from ansible.module_utils.gpuhost_hostfacts import (  # noqa: E402
-    Probe,
-    collect_host,
-    collect_pci_gpus,
-)
+from ansible.module_utils.gpuhost_hostfacts import Probe, collect_host  # noqa: E402
 from ansible.module_utils.gpuhost_nvsmi import (  # noqa: E402
     UNKNOWN,
     collect_gpu,
     empty_gpu_fact,
 )
+from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus  # noqa: E402
 
 
 def gather(probe, nvidia_smi, disk_paths, warn=lambda msg: None):
