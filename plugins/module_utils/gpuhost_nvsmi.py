@@ -70,16 +70,6 @@ def driver_branch(version):
     return int(match.group(1)) if match else UNKNOWN
 
 
-def version_tuple(version):
-    """'580.159.04' -> (580, 159, 4) for comparisons; non-numeric parts end the tuple."""
-    parts = []
-    for piece in str(version).strip().split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)
-
-
 # --------------------------------------------------------------------------------------
 # nvidia-smi -q -x
 

@@ -50,12 +50,6 @@ class ProfileError(Exception):
 # small helpers
 
 
-def version_tuple(text):
-    """'0.5.10.post1' -> (0, 5, 10); unknown parts are 0."""
-    numbers = [int(n) for n in re.findall(r"\d+", str(text or ""))[:3]]
-    return tuple(numbers + [0] * (3 - len(numbers)))
-
-
 def _sm(capability):
     """'12.0' -> 120; None when unknown."""
     match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(capability))

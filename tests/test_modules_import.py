@@ -1,0 +1,22 @@
+"""Every module under plugins/modules imports on the controller with the module_utils names
+it will have on a host (tests/conftest.py). Ansible builds a module's payload from those
+imports; a broken or renamed one otherwise shows only when a play runs the module."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+MODULES = sorted((Path(__file__).resolve().parents[1] / "plugins" / "modules").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[p.stem for p in MODULES])
+def test_module_imports_and_documents_itself(path):
+    spec = importlib.util.spec_from_file_location(f"gpuhost_module_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert callable(getattr(module, "main", None)), f"{path.name} has no main()"
+    for block in ("DOCUMENTATION", "RETURN"):
+        assert str(getattr(module, block, "")).strip(), f"{path.name} has no {block}"
