@@ -313,7 +313,12 @@ def test_kv_cache_auto_policy_override_turns_the_failure_into_a_warning():
 
 def test_tp_larger_than_the_gpu_count_fails():
     _, bad = check(gpu=gpus(4))
-    assert "sglang_server_tp_size: got 8; this host has 4 GPU(s)" in only(bad, "errors")
+    error = only(bad, "errors")
+    assert "sglang_server_tp_size: got 8; this host has 4 GPU(s)" in error
+    # The way out names the profile variable first: a profile's TP is sized to its model.
+    assert "Select a profile sized for 4 GPU(s) with sglang_server_profile" in error
+    (finding,) = [f for f in bad["findings"] if f["check"] == "sglang_server.tp_size"]
+    assert finding["fix"].endswith("or set sglang_server_tp_size <= 4 if the model fits")
     _, ok = check(gpu=gpus(8))
     assert ok["errors"] == []
 

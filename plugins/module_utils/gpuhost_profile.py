@@ -278,17 +278,22 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
                 _finding("tp_size", "fail", f"TP x PP {total} not divisible by {nnodes} nodes")
             )
         elif total // nnodes > count:
+            # A profile's TP is sized to its model's memory: a smaller TP rarely fits.
+            fit = (
+                f"Select a profile sized for {count} GPU(s) with sglang_server_profile "
+                f"(profiles/*.yml), or set sglang_server_tp_size <= {count} if the model fits"
+            )
             errors.append(
                 f"sglang_server_tp_size: got {tp}; this host has {count} GPU(s) and the profile "
                 f"needs {total // nnodes} per node (TP {tp} x PP {pp} / {nnodes} node(s)); "
-                f"allowed: TP x PP / nodes <= {count}"
+                f"allowed: TP x PP / nodes <= {count}. {fit}"
             )
             findings.append(
                 _finding(
                     "tp_size",
                     "fail",
                     f"TP {tp} needs {total // nnodes} GPUs, host has {count}",
-                    f"set sglang_server_tp_size <= {count}",
+                    fit,
                 )
             )
         elif total // nnodes < count:
