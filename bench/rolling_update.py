@@ -197,6 +197,19 @@ def report_configs(report: dict, key: str) -> dict:
     return {h: r.get(key) for h, r in (report.get("rollout") or {}).items()}
 
 
+def measured(rc: int, seconds: float, load: Load, report: dict) -> dict:
+    """What every phase records: the command's outcome, the load it ran under, per-host state."""
+    return {
+        "rc": rc,
+        "update_s": round(seconds, 1),
+        "sent": load.sent,
+        "failed": load.failed,
+        "req_per_s": round(load.rate, 1),
+        "errors": load.errors,
+        "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+    }
+
+
 def under_load(load: Load, action):
     """Run action() while the load runs; the load starts 2 s before and ends 2 s after."""
     load.start()
@@ -230,16 +243,7 @@ def measure(
         load, lambda: gpuhost_update(inventory, {"sglang_server_flags": flags}, runs)
     )
     config_before_good = report_configs(report, "previous")
-    results["good"] = {
-        "rc": rc,
-        "update_s": round(seconds, 1),
-        "sent": load.sent,
-        "failed": load.failed,
-        "req_per_s": round(load.rate, 1),
-        "errors": load.errors,
-        "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
-        "report": report.get("run_dir"),
-    }
+    results["good"] = {**measured(rc, seconds, load, report), "report": report.get("run_dir")}
 
     before = {name: unit_state(name) for name in WORKERS}
     bad = {
@@ -250,13 +254,7 @@ def measure(
     rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, bad, runs))
     after = {name: unit_state(name) for name in WORKERS}
     results["bad"] = {
-        "rc": rc,
-        "update_s": round(seconds, 1),
-        "sent": load.sent,
-        "failed": load.failed,
-        "req_per_s": round(load.rate, 1),
-        "errors": load.errors,
-        "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+        **measured(rc, seconds, load, report),
         "untouched": {
             name: before[name]["MainPID"] == after[name]["MainPID"]
             and before[name]["unit_sha256"] == after[name]["unit_sha256"]
@@ -274,13 +272,7 @@ def measure(
             load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
         )
         results["rollback"] = {
-            "rc": rc,
-            "update_s": round(seconds, 1),
-            "sent": load.sent,
-            "failed": load.failed,
-            "req_per_s": round(load.rate, 1),
-            "errors": load.errors,
-            "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+            **measured(rc, seconds, load, report),
             "back_to_config_before_update": report_configs(report, "config").get(WORKERS[0])
             == config_before_good.get(WORKERS[0]),
             "report": report.get("run_dir"),

@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from gpuhost import record, runfacts
+from gpuhost import record, runfacts, summary
 from gpuhost.commands import (
     Command,
     Context,
@@ -88,14 +86,7 @@ def rollout_section(report: dict, facts: dict[str, dict]) -> dict[str, dict]:
 def print_rollout(console: Console, section: dict[str, dict]) -> None:
     if not section:
         return
-    table = Table(
-        title="Rollout",
-        title_justify="left",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=(0, 1),
-    )
+    table = summary.report_table("Rollout")
     table.add_column("host", no_wrap=True)
     table.add_column("state")
     table.add_column("runs config")

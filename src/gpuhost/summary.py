@@ -20,16 +20,22 @@ def _indented(console: Console, text: str, indent: str, style: str = "") -> None
         console.print(Text(indent + line, style=style), soft_wrap=True)
 
 
-def print_host_table(console: Console, hosts: dict[str, dict[str, int]]) -> None:
-    # A light box and an unwrapped host column keep host names whole in an 80-column log.
-    table = Table(
-        title="Hosts",
+def report_table(title: str) -> Table:
+    """The light, edgeless table the run summaries use (hosts, rollout): it stays readable in
+    an 80-column log."""
+    return Table(
+        title=title,
         title_justify="left",
         header_style="bold",
         box=box.SIMPLE_HEAD,
         show_edge=False,
         padding=(0, 1),
     )
+
+
+def print_host_table(console: Console, hosts: dict[str, dict[str, int]]) -> None:
+    # An unwrapped host column keeps host names whole.
+    table = report_table("Hosts")
     table.add_column("host", no_wrap=True, min_width=max(map(len, hosts), default=4))
     for name in COUNTERS:
         table.add_column(name, justify="right")
