@@ -13,12 +13,13 @@ UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
 MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update
 
-.PHONY: help venv docker images lint unit molecule test demo demo-clean clean lock
+.PHONY: help venv docker images lint unit collection molecule test demo demo-clean clean lock
 
 help:
 	@echo "make demo   - provision a local sandbox container twice and print the report"
 	@echo "make test   - lint, unit tests and molecule scenarios (what CI runs)"
 	@echo "make lock   - re-resolve locks/*.in into hashed locks/*.txt (uv pip compile)"
+	@echo "make collection - build gpuhost.gpu, install the tarball, run a play from it"
 	@echo "make lint | unit | molecule | images | venv | clean"
 
 $(VENV)/.stamp: pyproject.toml
@@ -45,6 +46,10 @@ lint: venv
 unit: venv
 	@$(STAGE) pytest pytest -q -p no:cacheprovider tests
 
+# Build the collection tarball, install it into a fresh path and run a play from there.
+collection: venv
+	@$(STAGE) collection scripts/collection-test.sh
+
 molecule: venv images
 	@for s in $(MOLECULE_SCENARIOS); do \
 	  $(STAGE) "molecule-$$s" molecule test -s $$s || exit 1; \
@@ -53,7 +58,7 @@ molecule: venv images
 test:
 	@rm -f .cache/stage-times.tsv
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
-	@$(MAKE) --no-print-directory images lint unit molecule || { scripts/stage-summary.sh; exit 1; }
+	@$(MAKE) --no-print-directory images lint unit collection molecule || { scripts/stage-summary.sh; exit 1; }
 	@# The newcomer's path too: make demo must work on what make test just checked.
 	@$(STAGE) demo scripts/demo.sh || { scripts/stage-summary.sh; exit 1; }
 	@scripts/stage-summary.sh

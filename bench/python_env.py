@@ -118,8 +118,7 @@ def role_noop(work: Path, venv: Path, lock: Path, python: str) -> tuple[float, f
     env = {
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-        "ANSIBLE_LIBRARY": str(REPO / "plugins/modules"),
-        "ANSIBLE_FILTER_PLUGINS": str(REPO / "plugins/filter"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections"),
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu-hosts"
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 _COMMANDS = {
     ("nvidia-smi", "-q", "-x"): "nvidia-smi-q.xml",

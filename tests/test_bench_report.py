@@ -9,19 +9,17 @@ SGLang stand-in (a test double).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_bench_serving as bs
 
 from gpuhost import bench, report, runfacts, stages
 from gpuhost.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-import gpuhost_bench_serving as bs  # noqa: E402 - after the path insert
 
 FIXTURES = ROOT / "tests" / "fixtures" / "bench_serving"
 CONSTRUCTED = FIXTURES / "glm5-8x-rtx-pro-6000-constructed.jsonl"

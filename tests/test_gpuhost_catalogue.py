@@ -4,18 +4,13 @@ catalogues of the real wheels, and its option resolution against argparse itself
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue as gc
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location(
-    "gpuhost_catalogue", ROOT / "plugins/module_utils/gpuhost_catalogue.py"
-)
-gc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gc)
 
 OLD, NEW = "0.5.10.post1", "0.5.23"
 

@@ -4,13 +4,11 @@ the pure module_utils instead of Ansible's lazy, tagged containers and scalars."
 from __future__ import annotations
 
 import datetime
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
-from gpuhost_plain import plain  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class TaggedStr(str):

@@ -3,16 +3,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from ansible.errors import AnsibleFilterError
-
-_PATH = Path(__file__).resolve().parents[1] / "plugins" / "filter" / "gpuhost_router.py"
-_spec = importlib.util.spec_from_file_location("gpuhost_router_filters", _PATH)
-router = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(router)
+from ansible_collections.gpuhost.gpu.plugins.filter import gpuhost_router as router
 
 # GET /workers of sglang-router 0.3.2, trimmed (captured from the real router here).
 WORKERS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible.module_utils.gpuhost_hostfacts import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import (
     UNKNOWN,
     Probe,
     collect_disk,
@@ -19,7 +19,11 @@ from ansible.module_utils.gpuhost_hostfacts import (
     parse_mokutil,
     parse_thp,
 )
-from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus, link_gen, parse_lspci
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import (
+    collect_pci_gpus,
+    link_gen,
+    parse_lspci,
+)
 from gpuhost_fakes import FakeProbe, load_fixture
 
 

@@ -1,5 +1,5 @@
-"""Every module under plugins/modules imports on the controller with the module_utils names
-it will have on a host (tests/conftest.py). Ansible builds a module's payload from those
+"""Every module under plugins/modules imports on the controller with the collection names of
+its module_utils, the names it has on a host. Ansible builds a module's payload from those
 imports; a broken or renamed one otherwise shows only when a play runs the module."""
 
 from __future__ import annotations

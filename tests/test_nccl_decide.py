@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-import gpuhost_nccl as nccl  # noqa: E402
-import gpuhost_nccl_verify as verify  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
 CAPTURE = FIXTURES / "h200x2-capture"
@@ -430,15 +428,11 @@ def test_candidates_for_shm_vary_the_channel_floor(pro6000_vm):
 
 
 def test_filter_plugin_exposes_the_same_decision(pro6000_vm):
-    import importlib.util
+    from ansible_collections.gpuhost.gpu.plugins.filter import gpuhost_nccl as module
 
-    path = ROOT / "plugins" / "filter" / "gpuhost_nccl.py"
-    spec = importlib.util.spec_from_file_location("gpuhost_nccl_filter", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     filters = module.FilterModule().filters()
-    inp = filters["gpuhost_nccl_input"](*pro6000_vm, "2.27.5")
-    assert filters["gpuhost_nccl_decide"](inp, {}) == decide(*pro6000_vm, version="2.27.5")
+    inp = filters["nccl_input"](*pro6000_vm, "2.27.5")
+    assert filters["nccl_decide"](inp, {}) == decide(*pro6000_vm, version="2.27.5")
 
 
 def test_apply_autotune_replaces_env_and_reasons(h200_capture):

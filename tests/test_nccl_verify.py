@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-import gpuhost_nccl_verify as verify  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
 THRESHOLDS = {

@@ -4,14 +4,10 @@ The /proc and sysfs strings are copied from real hosts: the 2x H200 capture in
 ../shared/fixtures/gpu-hosts/h200x2-nvlink-firecracker and a proprietary-driver host.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "module_utils"))
-
-import gpuhost_nvidia_driver as nd
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as nd
 
 H200_PROC = (
     "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "

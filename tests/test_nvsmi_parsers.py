@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils.gpuhost_nvsmi import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (
     NA,
     UNKNOWN,
     collect_gpu,
@@ -19,13 +19,13 @@ from ansible.module_utils.gpuhost_nvsmi import (
     parse_proc_driver_version,
     parse_query_xml,
 )
-from ansible.module_utils.gpuhost_nvsmi_topo import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi_topo import (
     parse_p2p_matrix,
     parse_topo_matrix,
     summarize_p2p,
     summarize_topology,
 )
-from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
 from gpuhost_fakes import FIXTURES, FakeProbe, load_fixture
 
 

@@ -7,18 +7,18 @@ import json
 
 import pytest
 import yaml
-from ansible.module_utils.gpuhost_hostfacts import collect_host
-from ansible.module_utils.gpuhost_nvsmi import collect_gpu
-from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus
-from gpuhost_fakes import FIXTURES, load_fixture
-from gpuhost_preflight import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_preflight import (
     GPU_MODELS,
     merge_findings,
     model_matches,
     preflight_findings,
     version_at_least,
 )
-from gpuhost_proxmox import proxmox_findings
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox import proxmox_findings
+from gpuhost_fakes import FIXTURES, load_fixture
 
 REAL = FIXTURES / "h200x2-real-preflight"
 

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-import gpuhost_profile as profile  # noqa: E402
 
 REFERENCE = yaml.safe_load((ROOT / "profiles" / "glm5-nvfp4-8x-rtx-pro-6000.yml").read_text())
 REAL_CATALOGUES = sorted((ROOT / "data" / "sglang").glob("catalogue-*.json"))

@@ -5,11 +5,14 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible.module_utils.gpuhost_hostfacts import collect_host
-from ansible.module_utils.gpuhost_nvsmi import collect_gpu
-from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox import (
+    proxmox_findings,
+    scan_dmesg,
+)
 from gpuhost_fakes import FIXTURES, load_fixture
-from gpuhost_proxmox import proxmox_findings, scan_dmesg
 
 CLEAN = "[    4.1] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.95.05\n"
 

@@ -4,19 +4,14 @@ lane selects, what a lock pins, when to re-sync, when to wipe FlashInfer's cache
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_python_env as pe
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location(
-    "gpuhost_python_env", ROOT / "plugins/module_utils/gpuhost_python_env.py"
-)
-pe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pe)
 
 LOCKS_DIR = ROOT / "locks"
 ALL_LOCK_FILES = sorted(str(p) for p in LOCKS_DIR.glob("*.txt"))
@@ -231,17 +226,14 @@ def test_parse_check_env():
 
 
 def test_filter_plugin_digest_is_the_files():
-    spec = importlib.util.spec_from_file_location(
-        "gpuhost_python_env_filter", ROOT / "plugins/filter/gpuhost_python_env.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from ansible_collections.gpuhost.gpu.plugins.filter import gpuhost_python_env as module
+
     filters = module.FilterModule().filters()
-    info = filters["gpuhost_lock_info"](DEFAULT.read_text(), str(DEFAULT))
+    info = filters["lock_info"](DEFAULT.read_text(), str(DEFAULT))
     assert info["sha256"] == hashlib.sha256(DEFAULT.read_bytes()).hexdigest()
     assert (info["name"], info["path"]) == (DEFAULT.name, str(DEFAULT))
-    assert filters["gpuhost_python_mismatch"]("3.11.2", "3.11") == ""
-    smoke = filters["gpuhost_python_env_smoke"]("GPUHOST_SMOKE " + json.dumps({"x": 1}))
+    assert filters["python_mismatch"]("3.11.2", "3.11") == ""
+    smoke = filters["python_env_smoke"]("GPUHOST_SMOKE " + json.dumps({"x": 1}))
     assert smoke == {"x": 1}
 
 

@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpuhost_fakes import ROOT  # also puts plugins/module_utils on sys.path
-from gpuhost_validate import Invalid, convert, load_role_specs, validate
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
+    Invalid,
+    convert,
+    load_role_specs,
+    validate,
+)
+from gpuhost_fakes import ROOT
 
 BAD = sorted((ROOT / "tests" / "fixtures" / "bad-inputs").glob("*.yml"))
 CONSTRAINTS = yaml.safe_load((ROOT / "validation" / "constraints.yml").read_text())

@@ -13,11 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_verify_checks as probe
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-import gpuhost_verify_checks as probe  # noqa: E402 - after the path insert
 
 STANDIN = ROOT / "tests" / "standin" / "sglang_standin.py"
 QUESTIONS = [

@@ -8,26 +8,17 @@ tests; these filters only expose them to the roles.
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_preflight as _preflight  # noqa: E402
-import gpuhost_proxmox as _proxmox  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_preflight as _preflight
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox as _proxmox
 
 
 def gpuhost_preflight_findings(gpu, host, requirements):
-    """gpuhost_gpu | gpuhost_preflight_findings(gpuhost_host, {...requirements})"""
+    """gpuhost_gpu | gpuhost.gpu.preflight_findings(gpuhost_host, {...requirements})"""
     return _preflight.preflight_findings(dict(gpu), dict(host), dict(requirements))
 
 
 def gpuhost_proxmox_findings(gpu, host, dmesg=None, xid_fail_codes=None):
-    """gpuhost_gpu | gpuhost_proxmox_findings(gpuhost_host, dmesg_text_or_none, [79, ...])"""
+    """gpuhost_gpu | gpuhost.gpu.proxmox_findings(gpuhost_host, dmesg_text_or_none, [79, ...])"""
     codes = _proxmox.DEFAULT_XID_FAIL if xid_fail_codes is None else xid_fail_codes
     return _proxmox.proxmox_findings(dict(gpu), dict(host), dmesg, [int(c) for c in codes])
 
@@ -40,7 +31,7 @@ def gpuhost_merge_findings(existing, new, prefix):
 class FilterModule:
     def filters(self):
         return {
-            "gpuhost_preflight_findings": gpuhost_preflight_findings,
-            "gpuhost_proxmox_findings": gpuhost_proxmox_findings,
-            "gpuhost_merge_findings": gpuhost_merge_findings,
+            "preflight_findings": gpuhost_preflight_findings,
+            "proxmox_findings": gpuhost_proxmox_findings,
+            "merge_findings": gpuhost_merge_findings,
         }

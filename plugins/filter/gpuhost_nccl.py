@@ -1,28 +1,18 @@
 """Filters exposing the NCCL decision and sweep judgement (plugins/module_utils/gpuhost_nccl*.py).
 
-gpuhost_gpu | gpuhost_nccl_input(gpuhost_host, nccl_version)  -> decision input
-input | gpuhost_nccl_decide(overrides)               -> {env, disable_custom_all_reduce, ...}
-decision | gpuhost_nccl_candidates                           -> autotune candidates
-run | gpuhost_nccl_evaluate(decision, thresholds)            -> {status, diagnosis, ...}
-runs | gpuhost_nccl_autotune(margin)                         -> {chosen, env, candidates, ...}
+gpuhost_gpu | gpuhost.gpu.nccl_input(gpuhost_host, nccl_version)  -> decision input
+input | gpuhost.gpu.nccl_decide(overrides)               -> {env, disable_custom_all_reduce, ...}
+decision | gpuhost.gpu.nccl_candidates                           -> autotune candidates
+run | gpuhost.gpu.nccl_evaluate(decision, thresholds)            -> {status, diagnosis, ...}
+runs | gpuhost.gpu.nccl_autotune(margin)                         -> {chosen, env, candidates, ...}
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 from ansible.errors import AnsibleFilterError
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_nccl as nccl  # noqa: E402
-import gpuhost_nccl_verify as verify  # noqa: E402
-from gpuhost_plain import plain  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
 
 def nccl_input(gpu, host=None, nccl_version=None):
@@ -59,11 +49,11 @@ def nccl_findings(decision, verified=None, skipped=""):
 class FilterModule:
     def filters(self):
         return {
-            "gpuhost_nccl_input": nccl_input,
-            "gpuhost_nccl_decide": nccl_decide,
-            "gpuhost_nccl_candidates": nccl_candidates,
-            "gpuhost_nccl_evaluate": nccl_evaluate,
-            "gpuhost_nccl_autotune": nccl_autotune,
-            "gpuhost_nccl_findings": nccl_findings,
-            "gpuhost_nccl_apply_autotune": nccl_apply_autotune,
+            "nccl_input": nccl_input,
+            "nccl_decide": nccl_decide,
+            "nccl_candidates": nccl_candidates,
+            "nccl_evaluate": nccl_evaluate,
+            "nccl_autotune": nccl_autotune,
+            "nccl_findings": nccl_findings,
+            "nccl_apply_autotune": nccl_apply_autotune,
         }

@@ -1,32 +1,24 @@
 """Filters over the python_env role's decisions (plugins/module_utils/gpuhost_python_env.py).
 
-paths | gpuhost_lock_select(lane, override)   -> the lock file to install
-text | gpuhost_lock_info(name)                -> {pins, python, versions, sha256, name}
-probe | gpuhost_python_env_sync_reason(marker, sha256) -> why to re-sync, or ""
-probe | gpuhost_python_env_venv_needs_clear   -> rebuild the venv from empty
-marker | gpuhost_flashinfer_cache_stale(versions) -> wipe FlashInfer's JIT cache
-root | gpuhost_python_env_cache_env           -> {FLASHINFER_WORKSPACE_BASE: ..., ...}
-stdout | gpuhost_python_env_smoke             -> the smoke test's versions
-expected | gpuhost_version_mismatches(installed) -> ["torch: lock 2.9.1, installed ..."]
-text | gpuhost_parse_check_env                -> sglang.check_env's "Key: value" lines
-host_python | gpuhost_python_mismatch(lock_python) -> why the lock does not fit, or ""
+paths | gpuhost.gpu.lock_select(lane, override)   -> the lock file to install
+text | gpuhost.gpu.lock_info(name)                -> {pins, python, versions, sha256, name}
+probe | gpuhost.gpu.python_env_sync_reason(marker, sha256) -> why to re-sync, or ""
+probe | gpuhost.gpu.python_env_venv_needs_clear   -> rebuild the venv from empty
+marker | gpuhost.gpu.flashinfer_cache_stale(versions) -> wipe FlashInfer's JIT cache
+root | gpuhost.gpu.python_env_cache_env           -> {FLASHINFER_WORKSPACE_BASE: ..., ...}
+stdout | gpuhost.gpu.python_env_smoke             -> the smoke test's versions
+expected | gpuhost.gpu.version_mismatches(installed) -> ["torch: lock 2.9.1, installed ..."]
+text | gpuhost.gpu.parse_check_env                -> sglang.check_env's "Key: value" lines
+host_python | gpuhost.gpu.python_mismatch(lock_python) -> why the lock does not fit, or ""
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import sys
 
 from ansible.errors import AnsibleFilterError
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_python_env as _logic  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_python_env as _logic
 
 
 def lock_select(paths, lane, override=""):
@@ -61,18 +53,18 @@ def smoke(stdout):
 class FilterModule:
     def filters(self):
         return {
-            "gpuhost_lock_select": lock_select,
-            "gpuhost_lock_info": lock_info,
-            "gpuhost_python_env_sync_reason": sync_reason,
-            "gpuhost_python_env_venv_needs_clear": lambda p: _logic.venv_needs_clear(dict(p)),
-            "gpuhost_flashinfer_cache_stale": lambda m, v: _logic.flashinfer_cache_stale(
+            "lock_select": lock_select,
+            "lock_info": lock_info,
+            "python_env_sync_reason": sync_reason,
+            "python_env_venv_needs_clear": lambda p: _logic.venv_needs_clear(dict(p)),
+            "flashinfer_cache_stale": lambda m, v: _logic.flashinfer_cache_stale(
                 m or None, dict(v)
             ),
-            "gpuhost_python_env_cache_env": lambda root: _logic.cache_env(str(root)),
-            "gpuhost_python_env_smoke": smoke,
-            "gpuhost_version_mismatches": lambda e, i: _logic.version_mismatches(dict(e), dict(i)),
-            "gpuhost_parse_check_env": lambda text: _logic.parse_check_env(str(text)),
-            "gpuhost_python_mismatch": lambda host, lock: (
+            "python_env_cache_env": lambda root: _logic.cache_env(str(root)),
+            "python_env_smoke": smoke,
+            "version_mismatches": lambda e, i: _logic.version_mismatches(dict(e), dict(i)),
+            "parse_check_env": lambda text: _logic.parse_check_env(str(text)),
+            "python_mismatch": lambda host, lock: (
                 _logic.python_mismatch(lock or None, str(host)) or ""
             ),
         }

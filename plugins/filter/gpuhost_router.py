@@ -3,10 +3,10 @@
 The router role (the worker list it starts with) and the rolling update (the worker it
 drains) must name a worker by the same URL, or a drain would miss it; both use these.
 
-name | gpuhost_worker_url(hostvars[name])            -> "http://<address>:<port>"
-names | gpuhost_worker_urls(hostvars)                -> one URL per host, inventory order
-workers_json | gpuhost_router_worker_ids(url[, healthy_only]) -> ids the router holds for it
-result | gpuhost_router_found_pairs(url)             -> [[router, id], ...] from a looped GET
+name | gpuhost.gpu.worker_url(hostvars[name])            -> "http://<address>:<port>"
+names | gpuhost.gpu.worker_urls(hostvars)                -> one URL per host, inventory order
+workers_json | gpuhost.gpu.router_worker_ids(url[, healthy_only]) -> ids the router holds for it
+result | gpuhost.gpu.router_found_pairs(url)             -> [[router, id], ...] from a looped GET
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ def router_found_pairs(result, url: str) -> list[list[str]]:
 class FilterModule:
     def filters(self):
         return {
-            "gpuhost_worker_url": worker_url,
-            "gpuhost_worker_urls": worker_urls,
-            "gpuhost_router_worker_ids": router_worker_ids,
-            "gpuhost_router_found_pairs": router_found_pairs,
+            "worker_url": worker_url,
+            "worker_urls": worker_urls,
+            "router_worker_ids": router_worker_ids,
+            "router_found_pairs": router_found_pairs,
         }

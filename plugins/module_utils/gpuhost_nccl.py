@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import re
 
-# Controller-only (the filter plugin and tests; no module imports it): its importers have
-# plugins/module_utils on sys.path. A module_utils file that a module imports must name its
-# siblings as ansible.module_utils.gpuhost_* instead, for Ansible's module bundler.
-import gpuhost_nccl_rules as rules
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rules as rules
 
 # nvidia-smi topo -m path types, best first. NCCL has no NODE: two host bridges under one
 # CPU are PATH_PHB to it, so NODE ranks with PHB (paths.cc, topo.h).

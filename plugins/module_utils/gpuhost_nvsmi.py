@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ansible.module_utils.gpuhost_nvsmi_topo import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi_topo import (
     NA,
     UNKNOWN,
     parse_p2p_matrix,

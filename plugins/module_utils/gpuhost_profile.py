@@ -21,15 +21,20 @@ from __future__ import annotations
 
 import re
 
-# Controller-only: no module under plugins/modules imports this file, so it is never bundled
-# for a host, and whoever imports it has plugins/module_utils on sys.path (the controller
-# plugins' sys.path line, the tests). A module_utils file that a module imports must name
-# its siblings as ansible.module_utils.gpuhost_* instead, for Ansible's module bundler.
-import gpuhost_catalogue
-from gpuhost_profile_flags import SOURCE, check_flags
+# Controller-only: no module under plugins/modules imports this file.
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
+    SOURCE,
+    check_flags,
+)
 
 # Part of this module's interface: the action plugin and the tests use them from here.
-from gpuhost_profile_render import env_value, exec_start, render_args, systemd_quote  # noqa: F401
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (  # noqa: F401
+    env_value,
+    exec_start,
+    render_args,
+    systemd_quote,
+)
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 # What an API key may contain: it is masked in logs by plain substring replacement and

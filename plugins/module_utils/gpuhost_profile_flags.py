@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import difflib
 
-# Controller-only, like gpuhost_profile.py (see there): plugins/module_utils is on sys.path.
-import gpuhost_catalogue
+# Controller-only, like gpuhost_profile.py.
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
 
 # Flags that have their own variable: one value, one place. The message names it.
 RESERVED = {

@@ -37,7 +37,7 @@ author:
 
 EXAMPLES = r"""
 - name: Read GPU and host facts
-  gpu_facts:
+  gpuhost.gpu.gpu_facts:
     disk_paths: [/var/cache/gpuhost]
   register: _facts
 """
@@ -54,13 +54,16 @@ gpuhost_host:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-from ansible.module_utils.gpuhost_hostfacts import Probe, collect_host  # noqa: E402
-from ansible.module_utils.gpuhost_nvsmi import (  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import (  # noqa: E402
+    Probe,
+    collect_host,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (  # noqa: E402
     UNKNOWN,
     collect_gpu,
     empty_gpu_fact,
 )
-from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus  # noqa: E402
 
 
 def gather(probe, nvidia_smi, disk_paths, warn=lambda msg: None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost_nvidia_driver import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver import (
     SECURE_BOOT_EFIVAR,
     flavour_from_license,
     is_driver_family,
@@ -43,7 +43,7 @@ author: gpuhost
 
 EXAMPLES = r"""
 - name: Read the driver state
-  nvidia_driver_probe:
+  gpuhost.gpu.nvidia_driver_probe:
   register: _probe
 """
 

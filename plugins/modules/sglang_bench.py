@@ -92,7 +92,7 @@ author:
 
 EXAMPLES = r"""
 - name: Benchmark at concurrency 8
-  sglang_bench:
+  gpuhost.gpu.sglang_bench:
     python: /opt/gpuhost/venv/bin/python
     model: lukealonso/GLM-5-NVFP4
     served_model_name: glm-5
@@ -113,7 +113,7 @@ cmd:
 
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-from ansible.module_utils.gpuhost_bench_serving import (  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_bench_serving import (  # noqa: E402
     command,
     last_line,
     missing_metrics,

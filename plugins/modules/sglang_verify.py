@@ -68,7 +68,7 @@ author:
 
 EXAMPLES = r"""
 - name: Check the server
-  sglang_verify:
+  gpuhost.gpu.sglang_verify:
     served_model_name: glm-5
     questions:
       - {prompt: "What is 17 + 25? Answer with the number only.", expected: "42"}
@@ -84,7 +84,7 @@ verify:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-from ansible.module_utils.gpuhost_verify_checks import run_checks  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_verify_checks import run_checks  # noqa: E402 - after the doc blocks
 
 
 def main():

@@ -40,9 +40,7 @@ def run_playbook(extra_vars: dict, check: bool = False, playbook: str = "converg
     env = {
         **os.environ,
         "ANSIBLE_ROLES_PATH": str(PROJECT / "roles"),
-        "ANSIBLE_LIBRARY": str(PROJECT / "plugins" / "modules"),
-        "ANSIBLE_MODULE_UTILS": str(PROJECT / "plugins" / "module_utils"),
-        "ANSIBLE_FILTER_PLUGINS": str(PROJECT / "plugins" / "filter"),
+        "ANSIBLE_COLLECTIONS_PATH": str(PROJECT / ".collections"),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
         # Not empty (ansible-core rejects that) and nothing that prints beside the JSON.
         "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.json",

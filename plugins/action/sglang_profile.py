@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import yaml
 from ansible.errors import AnsibleActionFail
@@ -26,7 +25,7 @@ from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = r"""
 ---
-action: gpuhost_sglang_profile
+action: gpuhost.gpu.sglang_profile
 short_description: Resolve, validate and render the SGLang serving profile
 options:
   profile:
@@ -79,16 +78,10 @@ options:
     type: bool
 """
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
+
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_profile as logic  # noqa: E402
-from gpuhost_plain import plain  # noqa: E402
 
 
 class ActionModule(ActionBase):

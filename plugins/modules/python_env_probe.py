@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: gpuhost_python_env_probe
+module: gpuhost.gpu.python_env_probe
 short_description: Read the state of the python_env venv, its marker and the pinned uv
 description:
   - Reports the host Python's version, whether the venv exists and which Python it runs,
@@ -40,7 +40,7 @@ author: gpuhost
 
 EXAMPLES = r"""
 - name: Look at the venv
-  gpuhost_python_env_probe:
+  gpuhost.gpu.python_env_probe:
     python: /usr/bin/python3
     venv: /opt/gpuhost/venv
     marker: /opt/gpuhost/venv/gpuhost-env.json

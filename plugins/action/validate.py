@@ -11,7 +11,6 @@ plugins/module_utils/gpuhost_validate.py (unit-tested in tests/test_validate.py)
 from __future__ import annotations
 
 import os
-import sys
 
 import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
@@ -19,7 +18,7 @@ from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = r"""
 ---
-action: gpuhost_validate
+action: gpuhost.gpu.validate
 short_description: Validate all gpuhost role variables against argument specs and constraints
 options:
   roles_dir:
@@ -32,15 +31,9 @@ options:
     default: validation/constraints.yml beside this plugin's repository
 """
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as logic  # noqa: E402 - after the doc blocks
+
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_validate as logic  # noqa: E402
 
 
 def _load_yaml(path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: gpuhost_path_size
+module: gpuhost.gpu.path_size
 short_description: Size of the files under a directory
 description:
   - Sums the apparent size of the regular files under I(path) without following links (the

@@ -4,7 +4,7 @@
 
 A GLM-5 start takes 7-8 minutes and a first start with FlashInfer JIT longer
 (../shared/REFERENCE.md §3), so a silent `until:` loop would look hung. This runs the
-`gpuhost_sglang_probe` module on the host every `interval` seconds and prints a line
+`gpuhost.gpu.sglang_probe` module on the host every `interval` seconds and prints a line
 whenever the phase changes (and at least every minute): unit state, port, /health, /v1/models,
 then the correctness query. It fails fast when the server process exits or the unit fails,
 and otherwise after `timeout` seconds, with the last state and journal line as the cause.
@@ -18,7 +18,7 @@ from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = r"""
 ---
-action: gpuhost_sglang_wait
+action: gpuhost.gpu.sglang_wait
 short_description: Wait with progress until the SGLang server is healthy (and answers correctly)
 options:
   service: {type: str, required: true}
@@ -67,7 +67,7 @@ class ActionModule(ActionBase):
         while True:
             polls += 1
             probe = self._execute_module(
-                module_name="gpuhost_sglang_probe",
+                module_name="gpuhost.gpu.sglang_probe",
                 module_args=probe_args,
                 task_vars=task_vars,
             )

@@ -4,7 +4,7 @@
 
 A ~450 GB model takes hours; `async_status` in an `until:` loop would print nothing but
 retries. This polls the job (the same call ansible.builtin.async_status makes) and the size of
-the target directory (module gpuhost_path_size) every `interval` seconds and prints
+the target directory (module gpuhost.gpu.path_size) every `interval` seconds and prints
 "12.3 GiB of ~480 GiB (2 %), 110 MiB/s". It returns the job's result when it ends and fails
 with the tail of its output when the job fails or runs past `timeout`.
 """
@@ -17,7 +17,7 @@ from ansible.plugins.action import ActionBase
 
 DOCUMENTATION = r"""
 ---
-action: gpuhost_download_wait
+action: gpuhost.gpu.download_wait
 short_description: Wait for an async download job with byte-count progress
 options:
   jid: {type: str, required: true, description: "ansible_job_id of the async task."}
@@ -66,7 +66,7 @@ class ActionModule(ActionBase):
                 task_vars=task_vars,
             )
             size = self._execute_module(
-                module_name="gpuhost_path_size", module_args={"path": path}, task_vars=task_vars
+                module_name="gpuhost.gpu.path_size", module_args={"path": path}, task_vars=task_vars
             )
             now = time.monotonic()
             got = int(size.get("bytes") or 0)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The repository as the collection gpuhost.gpu, the way a Galaxy/AWX user gets it: build the
+# tarball, install it into a fresh path, run a play from the installed copy (outside the
+# clone, without its ansible.cfg), and check that execution-environment.yml builds a context.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+bin="$repo/.venv/bin"
+out="$repo/.cache/collection"
+rm -rf "$out" && mkdir -p "$out/installed" "$out/run"
+
+"$bin/ansible-galaxy" collection build --force --output-path "$out" . >/dev/null
+tarball=$(ls "$out"/gpuhost-gpu-*.tar.gz)
+echo "collection: built $(basename "$tarball")"
+# --no-deps: Galaxy is unreachable here; the dependencies come from the `ansible` package.
+(cd "$out/run" && env -u ANSIBLE_CONFIG "$bin/ansible-galaxy" collection install --force \
+  --no-deps -p "$out/installed" "$tarball" >/dev/null)
+test -f "$out/installed/ansible_collections/gpuhost/gpu/playbooks/site.yml"
+
+cat >"$out/run/inventory.yml" <<'YAML'
+gpu_hosts:
+  hosts:
+    controller:
+      ansible_connection: local
+      ansible_python_interpreter: "{{ ansible_playbook_python }}"
+YAML
+# The preflight stage reads this machine (no GPU: it says so) and changes nothing.
+log="$out/run/preflight.log"
+(cd "$out/run" && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH="$out/installed" \
+  ANSIBLE_FORCE_COLOR=0 "$bin/ansible-playbook" gpuhost.gpu.preflight -i inventory.yml \
+  >"$log" 2>&1) || { tail -n 40 "$log"; echo "collection: the installed preflight failed"; exit 1; }
+grep -q "TASK \[gpuhost.gpu.preflight : " "$log" \
+  || { echo "collection: the play did not run the installed roles"; exit 1; }
+grep -Eq "controller +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0" "$log" \
+  || { tail -n 5 "$log"; echo "collection: unexpected recap"; exit 1; }
+echo "collection: gpuhost.gpu.preflight ran from $out/installed (changed=0)"
+
+# The execution environment definition: ansible-builder writes the build context (no pull).
+cp "$tarball" "$out/gpuhost-gpu.tar.gz"
+cp execution-environment.yml "$out/"
+"$bin/ansible-builder" create -f "$out/execution-environment.yml" -c "$out/ee" >/dev/null
+test -f "$out/ee/_build/collections/gpuhost-gpu.tar.gz"
+echo "collection: execution-environment.yml -> build context in $out/ee"
