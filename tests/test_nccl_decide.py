@@ -78,7 +78,7 @@ def test_pro6000_vm_p2p_ns(pro6000_vm):
         assert name not in d["env"]
         assert reason(d, name) and reason(d, name)[0]["value"] is None
     assert d["disable_custom_all_reduce"] is True
-    assert "full P2P" in reason(d, "disable_custom_all_reduce")[0]["reason"]
+    assert "needs P2P between every pair" in reason(d, "disable_custom_all_reduce")[0]["reason"]
     assert d["overrides"] == [] and d["warnings"] == []
 
 

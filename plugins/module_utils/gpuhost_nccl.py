@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as car
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rules as rules
 
 # nvidia-smi topo -m path types, best first. NCCL has no NODE: two host bridges under one
@@ -258,15 +259,11 @@ def decide(inp, overrides=None):
             warnings.append(
                 "the NVIDIA driver was not loaded when facts were read: topology unknown"
             )
-    disable_car, car_reason = rules.custom_all_reduce(inp, s or {})
-    reasons.append(
-        rules.reason(
-            "disable_custom_all_reduce",
-            disable_car,
-            car_reason,
-            f"{rules.SRC_SGLANG}; REFERENCE.md section 2",
-        )
-    )
+    # Per GPU pair: what SGLang's custom all-reduce needs to know (gpuhost_nccl_car.py); the
+    # host-wide value is for a TP group of all GPUs, role sglang_server judges its own group.
+    links = car.links_from_pairs(n, s["pairs"] if s else [], bool(s and s["known"]))
+    disable_car, car_reason = car.host_default(links)
+    reasons.append(rules.reason("disable_custom_all_reduce", disable_car, car_reason, car.SOURCE))
     decision = {
         "gpu_count": n,
         "topology_class": klass,
@@ -277,6 +274,7 @@ def decide(inp, overrides=None):
         "derived_env": dict(sorted(env.items())),
         "env": dict(env),
         "disable_custom_all_reduce": disable_car,
+        "gpu_links": links,
         "reasons": reasons,
         "overrides": [],
         "warnings": warnings,

@@ -1,5 +1,5 @@
-"""The NCCL decision table as code: for two or more GPUs, which NCCL variables to set and
-whether sglang's custom all-reduce stays on, each with its reason and the source it rests on.
+"""The NCCL decision table as code: for two or more GPUs, which NCCL variables to set, each
+with its reason and the source it rests on (sglang's custom all-reduce: gpuhost_nccl_car.py).
 
 The table and its full references are in roles/nccl/README.md. Pure: gpuhost_nccl.decide()
 calls these rules with the input it checked and the GPU pairs it summarised (`s`), then
@@ -19,9 +19,6 @@ SRC_REF4 = "gpuhost REFERENCE.md section 4 (NCCL), measured on 2x H200 NVLink"
 SRC_SEED = (
     "gpuhost REFERENCE.md sections 1 and 4 (seed recipe; 8x PRO 6000 bare metal 22 -> 38 GB/s)"
 )
-SRC_SGLANG = (
-    "sglang srt/distributed/device_communicators/custom_all_reduce.py (P2P check, world sizes)"
-)
 SRC_FACTS = "gpuhost preflight facts (docs/facts.md)"
 SRC_CTAS = (
     "NCCL docs, nccl4py NCCLConfig min_ctas/max_ctas (up to 32, defaults 1/32); NVIDIA/nccl "
@@ -35,8 +32,6 @@ MIN_CTAS = 8
 MAX_CTAS = 32
 # NCCL_MIN_CTAS replaced NCCL_MIN_NCHANNELS with the communicator config in NCCL 2.17.
 MIN_CTAS_SINCE = (2, 17)
-# sglang's custom all-reduce only initialises for these tensor-parallel sizes.
-_CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
 
 
 def reason(variable, value, reason, source):
@@ -211,23 +206,3 @@ def derive_env(inp, s, version):
             "GPUs'); check the NVLink/fabric state before serving"
         )
     return env, reasons, warnings
-
-
-def custom_all_reduce(inp, s):
-    """(disable, reason) for sglang's --disable-custom-all-reduce."""
-    n = inp["gpu_count"]
-    if n < 2:
-        return False, "one GPU or none: no all-reduce, the flag does not matter"
-    if not s["p2p_all"]:
-        return True, (
-            "not every GPU pair has P2P: custom all-reduce reads peer memory directly and "
-            "needs full P2P (a granted-but-broken path hangs or gives wrong sums)"
-        )
-    if n not in _CUSTOM_AR_WORLD_SIZES:
-        return True, f"sglang supports custom all-reduce only for TP {list(_CUSTOM_AR_WORLD_SIZES)}"
-    if n > 2 and not s["nvlink_all"]:
-        return True, "more than two PCIe-only GPUs: sglang would disable it itself"
-    return (
-        False,
-        "full P2P between all GPUs: custom all-reduce is faster than NCCL for small messages",
-    )

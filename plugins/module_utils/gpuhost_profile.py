@@ -23,6 +23,7 @@ import re
 
 # Controller-only: no module under plugins/modules imports this file.
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as nccl_car
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,
@@ -312,19 +313,25 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         else:
             findings.append(_finding("tp_size", "pass", f"TP {tp} uses all {count} GPUs"))
 
-    # Custom all-reduce: the nccl role decides (one decision, one place).
-    if isinstance(nccl, dict) and isinstance(nccl.get("disable_custom_all_reduce"), bool):
-        reason = _car_reason(nccl)
-        if nccl["disable_custom_all_reduce"]:
+    # Custom all-reduce: the nccl role's GPU-pair facts, judged for this server's TP group(s)
+    # by SGLang's own rule (gpuhost_nccl_car.py); an override there wins.
+    car = nccl_car.for_server(
+        nccl,
+        effective["tp_size"],
+        {flag: get(flag) for flag in nccl_car.LAYOUT_FLAGS},
+        effective["env"],
+        cat.version,
+    )
+    if car is not None:
+        reason = car["reason"]
+        if car["disable"]:
             flags["--disable-custom-all-reduce"] = True
             notes.append(f"--disable-custom-all-reduce added by the nccl decision: {reason}")
         else:
             notes.append(f"custom all-reduce left on by the nccl decision: {reason}")
         findings.append(
             _finding(
-                "custom_all_reduce",
-                "pass",
-                f"{'off' if nccl['disable_custom_all_reduce'] else 'on'} (nccl: {reason})",
+                "custom_all_reduce", "pass", f"{'off' if car['disable'] else 'on'} (nccl: {reason})"
             )
         )
     else:
@@ -387,13 +394,3 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         "findings": findings,
         "flags": flags,
     }
-
-
-def _car_reason(nccl):
-    for item in nccl.get("reasons") or []:
-        if isinstance(item, dict) and item.get("variable") == "disable_custom_all_reduce":
-            return str(item.get("reason", ""))
-    for item in nccl.get("overrides") or []:
-        if isinstance(item, dict) and item.get("variable") == "disable_custom_all_reduce":
-            return "overridden in nccl_env_overrides"
-    return "see gpuhost_nccl.reasons"
