@@ -281,6 +281,8 @@ def test_findings_without_gpus_have_no_verify_item(gpus):
 def test_findings_report_skips_failures_and_warnings():
     d = dict(decision(), gpu_count=2, disable_custom_all_reduce=False, warnings=[])
     skipped = verify.findings(d, None, "no torch at /opt/gpuhost/venv/bin/python")
+    # The decision's value is host-wide; the server's TP group has its own finding.
+    assert skipped[0]["message"].endswith("; custom all-reduce on for TP 2 on all GPUs")
     assert skipped[1] == {
         "check": "nccl.verify",
         "status": "warn",

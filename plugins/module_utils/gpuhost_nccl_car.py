@@ -223,7 +223,7 @@ def host_default(links, sglang_version=None):
     if count < 2:
         return False, "one GPU or none: no all-reduce, the flag does not matter"
     off, why = judge_group(links, list(range(count)), sglang_version)
-    return off, (f"for TP {count} on all GPUs (role sglang_server judges its own TP group): {why}")
+    return off, f"for TP {count} on all GPUs (role sglang_server judges its own TP group): {why}"
 
 
 def _valid_links(links):

@@ -342,7 +342,10 @@ def findings(decision, verified=None, skipped=""):
     """`nccl.*` items for gpuhost_findings (docs/facts.md): the decision and the sweep."""
     env = decision.get("env") or {}
     shown = " ".join(f"{k}={v}" for k, v in env.items()) or "no NCCL variable"
+    # Host-wide (TP = all GPUs); the server's TP group is judged in its own finding.
     car = "off" if decision.get("disable_custom_all_reduce") else "on"
+    if decision.get("gpu_count", 0) >= 2:
+        car += f" for TP {decision['gpu_count']} on all GPUs"
     notes = list(decision.get("warnings") or []) + [
         f"{o['variable']}={o['value']}: {o['warning']}"
         for o in decision.get("overrides") or []
