@@ -13,16 +13,15 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
-
-ROOT = Path(__file__).resolve().parents[1]
-
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as car
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
 from gpuhost_fakes import FIXTURES, load_fixture
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PINNED = "0.5.10.post1"
 NEWER = "0.5.23"
