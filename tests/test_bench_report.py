@@ -1,5 +1,5 @@
 """bench_serving parsing, the baseline check, the plot, and the report (src/gpuhost/bench.py,
-report.py, runfacts.py, stages.py; plugins/module_utils/gpuhost_bench_serving.py).
+report.py, runfacts.py, results.py; plugins/module_utils/gpuhost_bench_serving.py).
 
 Fixtures: tests/fixtures/bench_serving/ (see its README.md): one file constructed from the
 documented fields (REFERENCE §3), one real output of sglang.bench_serving run against the
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_bench_serving as bs
 
-from gpuhost import bench, report, runfacts, stages
+from gpuhost import bench, record, report, results, runfacts
 from gpuhost.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -373,11 +373,11 @@ def test_judge_bench_fails_only_with_the_flag(tmp_path):
         run = runfacts.load_run(slow)
         rep = dict(run.report)
         # The profile has baseline points at concurrency 1 and 64 for 256/256.
-        assert stages.judge_bench(run, rep, fail_on_regression=flag) == 2
+        assert results.judge_bench(run, rep, fail_on_regression=flag) == 2
         assert rep["status"] == status
     ok = runfacts.load_run(make_run(tmp_path, "20260102T000000Z", output_scale=0.95))
     rep = dict(ok.report)
-    assert stages.judge_bench(ok, rep, fail_on_regression=True) == 0
+    assert results.judge_bench(ok, rep, fail_on_regression=True) == 0
     assert rep["status"] == "successful"
 
 
@@ -414,7 +414,7 @@ def test_facts_from_events_and_history(tmp_path):
 
 def test_only_string_values_are_secrets():
     facts = {"gpuhost_sglang": {"api_key_set": True, "api_key": "sk-abcdef"}, "hf_token": None}
-    assert stages._redacted(facts) == {
+    assert record.redact(facts) == {
         "gpuhost_sglang": {"api_key_set": True, "api_key": "<redacted>"},
         "hf_token": None,
     }

@@ -14,12 +14,10 @@ import traceback
 from rich.console import Console
 from rich.text import Text
 
-from gpuhost import __version__
-from gpuhost.commands import COMMANDS, Context
+from gpuhost import __version__, commands
+from gpuhost.commands.base import Context
 from gpuhost.errors import EXIT_INTERRUPTED, EXIT_USAGE, GpuhostError
 from gpuhost.project import PROJECT_ENV, RUNS_ENV, find_project, runs_root
-from gpuhost.rollout import COMMANDS as ROLLOUT_COMMANDS
-from gpuhost.stages import COMMANDS as STAGE_COMMANDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,10 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir", help=f"where run records go (default: ${RUNS_ENV}, else <project>/runs)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in [*COMMANDS, *STAGE_COMMANDS, *ROLLOUT_COMMANDS]:
-        child = sub.add_parser(command.name, help=command.help, description=command.help)
+    for command in commands.load():
+        child = sub.add_parser(command.NAME, help=command.HELP, description=command.HELP)
         command.add_arguments(child)
-        child.set_defaults(handler=command.handler)
+        child.set_defaults(handler=command.run)
     return parser
 
 

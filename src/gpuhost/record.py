@@ -1,24 +1,16 @@
-"""The run record: runs/<UTC timestamp>/ with ansible-runner's artifacts and report.json.
-
-Layout of one run:
-    runs/<ts>/runner/      ansible-runner private_data_dir (artifacts/ansible/ holds stdout,
-                           job_events/, rc, status, command)
-    runs/<ts>/facts/       the run's jsonfile fact cache
-    runs/<ts>/report.json  what `gpuhost report` and --json read
-"""
+"""The run record's contents: report.json built from a run's outcome, redaction of what the
+record keeps, and the scrub of ansible-runner's inputs (the layout: rundir.py)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuhost import __version__, findings
-from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, GpuhostError
+from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from gpuhost.rundir import RunDir
 
 if TYPE_CHECKING:
     from gpuhost.project import Project
@@ -41,46 +33,21 @@ STATUS_EXIT = {
 }
 
 
-@dataclass(frozen=True)
-class RunDir:
-    path: Path
-
-    @property
-    def runner_dir(self) -> Path:
-        return self.path / "runner"
-
-    @property
-    def facts_dir(self) -> Path:
-        return self.path / "facts"
-
-    @property
-    def report_path(self) -> Path:
-        return self.path / "report.json"
-
-
-def create_run_dir(root: Path) -> RunDir:
-    """A fresh runs/<UTC timestamp>/; a second run within the same second gets a suffix."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GpuhostError(f"cannot create the runs directory {root}: {exc.strerror}") from None
-    for attempt in range(100):
-        path = root / (stamp if attempt == 0 else f"{stamp}-{attempt}")
-        try:
-            # 0700: artifacts hold host details and facts that are nobody else's business.
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        run_dir = RunDir(path)
-        run_dir.runner_dir.mkdir(mode=0o700)
-        run_dir.facts_dir.mkdir(mode=0o700)
-        return run_dir
-    raise GpuhostError(f"cannot create a run directory under {root}")
-
-
 def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
+
+
+def redact(value: object) -> object:
+    """Secret-named keys at any depth lose their string value (`api_key_set: true` names a
+    key but holds none)."""
+    if isinstance(value, dict):
+        return {
+            k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
 
 
 def redact_vars(variables: dict[str, object]) -> dict[str, object]:

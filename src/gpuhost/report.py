@@ -64,19 +64,19 @@ def _get(data: object, path: str, default: object = "unknown") -> object:
     return data
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_cell(v) for v in value) or "-"
+        return ", ".join(cell(v) for v in value) or "-"
     text = " ".join(str(value).split())
     return text.replace("|", "\\|") if text else "-"
 
 
 def _kv_table(pairs: list[tuple[str, object]]) -> str:
-    return markdown_table(["", ""], [[k, _cell(v)] for k, v in pairs])
+    return markdown_table(["", ""], [[k, cell(v)] for k, v in pairs])
 
 
 def host_summary(gpu: dict, host: dict) -> list[tuple[str, object]]:
@@ -114,7 +114,7 @@ def host_summary(gpu: dict, host: dict) -> list[tuple[str, object]]:
         (
             "virtualisation",
             f"{_get(host, 'virt.type')} ({_get(host, 'virt.product_name')}), "
-            f"passthrough: {_cell(_get(host, 'virt.gpu_passthrough'))}",
+            f"passthrough: {cell(_get(host, 'virt.gpu_passthrough'))}",
         ),
         ("OS / kernel", f"{_get(host, 'os.pretty_name')} / {_get(host, 'kernel.release')}"),
         (
@@ -138,9 +138,9 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         rows = [
             [
                 str(r.get("variable")),
-                _cell(r.get("value")),
-                _cell(r.get("reason")),
-                _cell(r.get("source", "")),
+                cell(r.get("value")),
+                cell(r.get("reason")),
+                cell(r.get("source", "")),
             ]
             for r in nccl.get("reasons") or []
         ]
@@ -152,7 +152,7 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         verify = nccl.get("verify") or {}
         if verify:
             out.append(
-                f"\nNCCL check: {verify.get('status', '?')} - {_cell(verify.get('message', ''))}"
+                f"\nNCCL check: {verify.get('status', '?')} - {cell(verify.get('message', ''))}"
             )
     if sglang:
         out.append(
@@ -172,12 +172,12 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         if flags:
             out.append(
                 markdown_table(
-                    ["flag", "value"], [[f"`{k}`", _cell(v)] for k, v in sorted(flags.items())]
+                    ["flag", "value"], [[f"`{k}`", cell(v)] for k, v in sorted(flags.items())]
                 )
             )
         for label, key in (("Validation warnings", "warnings"), ("Validation notes", "notes")):
             if sglang.get(key):
-                out.append(f"\n{label}:\n" + "\n".join(f"- {_cell(x)}" for x in sglang[key]))
+                out.append(f"\n{label}:\n" + "\n".join(f"- {cell(x)}" for x in sglang[key]))
     if out:
         out[0] = out[0].lstrip("\n")
     return out or ["No derived settings recorded (run `gpuhost provision`)."]
@@ -203,7 +203,7 @@ def _section_verify(verify: dict) -> list[str]:
         f"{verify.get('base_url', '?')}, model `{verify.get('served_model_name', '?')}`, "
         f"server version {server.get('version', '?')}, checked "
         f"{verify.get('checked_at', '?')}; time to first token: "
-        f"{_cell(verify.get('ttft_ms')) if verify.get('ttft_ms') is not None else '-'} ms.\n"
+        f"{cell(verify.get('ttft_ms')) if verify.get('ttft_ms') is not None else '-'} ms.\n"
     )
     out.append(
         markdown_table(
@@ -212,7 +212,7 @@ def _section_verify(verify: dict) -> list[str]:
                 [
                     f.get("check", "?"),
                     str(f.get("status", "?")).upper(),
-                    _cell(f.get("message", "")),
+                    cell(f.get("message", "")),
                 ]
                 for f in verify.get("findings") or []
             ],
@@ -226,9 +226,9 @@ def _section_verify(verify: dict) -> list[str]:
                 ["question", "expected", "got", "result"],
                 [
                     [
-                        _cell(q.get("prompt")),
-                        _cell(q.get("expected")),
-                        _cell(q.get("error") or q.get("got"))[:120],
+                        cell(q.get("prompt")),
+                        cell(q.get("expected")),
+                        cell(q.get("error") or q.get("got"))[:120],
                         "pass" if q.get("passed") else "FAIL",
                     ]
                     for q in questions
@@ -260,7 +260,7 @@ def _section_bench(run: Run, host: str, threshold: float) -> list[str]:
     comparisons = bench.compare(points, baseline, threshold)
     if comparisons:
         out.append(
-            f"\nAgainst the profile's baseline ({_cell(baseline.get('source', ''))}); "
+            f"\nAgainst the profile's baseline ({cell(baseline.get('source', ''))}); "
             f"more than {threshold:.0%} below is a regression:\n"
         )
         out.append(
@@ -295,11 +295,11 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         )
     )
     if report.get("error"):
-        lines += ["", f"Error: {_cell(report['error'])}"]
+        lines += ["", f"Error: {cell(report['error'])}"]
     for task in report.get("failed_tasks") or []:
         lines += [
             "",
-            f"Failed on {task.get('host')}: {task.get('task')}: {_cell(task.get('message'))}",
+            f"Failed on {task.get('host')}: {task.get('task')}: {cell(task.get('message'))}",
         ]
     series = {}
     for host in run.hosts:
@@ -349,8 +349,8 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
                         [
                             str(f.get("status", "?")).upper(),
                             f.get("check", "?"),
-                            _cell(f.get("message")),
-                            _cell(f.get("fix") or ""),
+                            cell(f.get("message")),
+                            cell(f.get("fix") or ""),
                         ]
                         for f in findings
                     ],

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +16,7 @@ from pathlib import Path
 from gpuhost.errors import GpuhostError
 from gpuhost.events import EventCollector
 from gpuhost.project import Project
-from gpuhost.record import RunDir
+from gpuhost.rundir import RunDir
 
 # ansible-runner's artifact folder name under runs/<ts>/runner/artifacts/.
 ARTIFACT_IDENT = "ansible"
@@ -60,6 +64,20 @@ def _cmdline(request: RunRequest) -> str:
     return shlex.join(args)
 
 
+def write_extravars(run_dir: RunDir, variables: dict[str, object]) -> None:
+    """-e values go to ansible-playbook as `-e @runner/env/extravars` (0600), which
+    ansible-runner adds by itself when the file is there; record.scrub_artifacts removes it
+    after the run. Handing them to ansible-runner as a dict instead would, with
+    suppress_env_files, put them on ansible-playbook's command line: visible in `ps` and in
+    the `command` artifact."""
+    env_dir = run_dir.runner_dir / "env"
+    env_dir.mkdir(mode=0o700, exist_ok=True)
+    path = env_dir / "extravars"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(variables, handle)
+
+
 def run_playbook(
     project: Project,
     request: RunRequest,
@@ -69,22 +87,23 @@ def run_playbook(
 ) -> RunOutcome:
     """Blocks until the playbook ends; Ctrl-C cancels it and returns a canceled outcome.
 
-    ansible-runner runs in a worker thread so the main thread stays free to take Ctrl-C:
-    ansible-playbook runs in its own session (a pty) and never sees the terminal's SIGINT,
-    so gpuhost must cancel it through ansible-runner's cancel_callback. ansible-runner kills
-    ansible-playbook; a module already running on a host runs to its end, as with any
-    interrupted Ansible run.
+    ansible-runner runs the playbook in its own thread (run_async) so this thread stays free
+    to take Ctrl-C: ansible-playbook runs in its own session (a pty) and never sees the
+    terminal's SIGINT, so gpuhost cancels it through ansible-runner's cancel_callback, and
+    ansible-runner kills ansible-playbook's process group. A module already running on a
+    host runs to its end, as with any interrupted Ansible run.
     """
     import ansible_runner  # deferred: a missing ansible-runner is reported as exit 2 earlier
 
     cancel = threading.Event()
-    box: dict[str, object] = {}
     env = {
         "ANSIBLE_CONFIG": str(project.ansible_cfg),
         "PATH": os.pathsep.join([str(ansible_bin), os.environ.get("PATH", "")]),
         # The stdout artifact is for people reading it later, not for a terminal.
         "ANSIBLE_NOCOLOR": "1",
     }
+    if request.extra_vars:
+        write_extravars(run_dir, request.extra_vars)
     kwargs = {
         "private_data_dir": str(run_dir.runner_dir),
         "project_dir": str(project.root),
@@ -92,10 +111,12 @@ def run_playbook(
         "inventory": [str(p) for p in request.inventories],
         "limit": request.limit,
         "tags": request.tags,
-        "extravars": request.extra_vars or None,
         "cmdline": _cmdline(request) or None,
         "verbosity": request.verbosity or None,
         "envvars": env,
+        # Settings, env vars and the command line are handed over in memory, not written
+        # under runner/env/ (the extra vars: write_extravars).
+        "suppress_env_files": True,
         "ident": ARTIFACT_IDENT,
         # ansible-runner joins this onto its artifact dir; an absolute path puts the
         # fact cache at runs/<ts>/facts (it would override ANSIBLE_CACHE_PLUGIN_CONNECTION).
@@ -107,33 +128,17 @@ def run_playbook(
         "event_handler": collector.handle,
         "cancel_callback": cancel.is_set,
     }
-
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["runner"] = ansible_runner.run(**kwargs)
-        except BaseException as exc:  # surfaced below as a message, not a thread traceback
-            box["error"] = exc
-        finally:
-            done.set()
-
+    crashed: list[BaseException] = []
     started = datetime.now(UTC)
-    threading.Thread(target=work, name="ansible-runner", daemon=True).start()
-    interrupted = False
-    # Event.wait, not Thread.join: on Python 3.11 a join interrupted by Ctrl-C can leave
-    # is_alive() False while the thread still runs.
-    while not done.is_set():
-        try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            # Further Ctrl-C presses only repeat the request; the kill is already coming.
-            interrupted = True
-            cancel.set()
+    try:
+        with _thread_errors(crashed):
+            thread, runner = ansible_runner.run_async(**kwargs)
+            interrupted = _wait(thread, cancel)
+    except (OSError, ValueError, RuntimeError) as exc:  # ansible-runner's setup, before a run
+        raise GpuhostError(f"ansible-runner could not run the playbook: {exc}") from None
     finished = datetime.now(UTC)
-    if "error" in box:
-        raise GpuhostError(f"ansible-runner could not run the playbook: {box['error']}")
-    runner = box["runner"]
+    if crashed:
+        raise GpuhostError(f"ansible-runner could not run the playbook: {crashed[0]}")
     return RunOutcome(
         rc=runner.rc if isinstance(runner.rc, int) else -1,
         runner_status=str(runner.status),
@@ -142,3 +147,37 @@ def run_playbook(
         collector=collector,
         interrupted=interrupted or runner.status == "canceled",
     )
+
+
+def _wait(thread: threading.Thread, cancel: threading.Event) -> bool:
+    """Wait for ansible-runner's thread; Ctrl-C asks it to cancel. Returns whether it was.
+
+    Polls is_alive() instead of join(): on Python 3.11 a join interrupted by Ctrl-C can leave
+    is_alive() False while the thread still runs.
+    """
+    interrupted = False
+    while thread.is_alive():
+        try:
+            time.sleep(0.2)
+        except KeyboardInterrupt:
+            # Further Ctrl-C presses only repeat the request; the kill is already coming.
+            interrupted = True
+            cancel.set()
+    return interrupted
+
+
+@contextmanager
+def _thread_errors(found: list[BaseException]) -> Iterator[None]:
+    """An exception in ansible-runner's thread is kept for a message, not printed as a
+    thread traceback."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None:
+            found.append(args.exc_value)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
