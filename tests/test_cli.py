@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuhost import tags
 from gpuhost.findings import normalize
 from gpuhost.record import REDACTED, redact_argv
 
@@ -231,3 +232,45 @@ def test_redact_argv_hides_secret_extra_vars():
 def test_malformed_finding_counts_as_fail():
     assert normalize([{"check": "x", "status": "bogus"}])[0]["status"] == "fail"
     assert normalize("not a list")[0]["message"].startswith("malformed finding")
+
+
+# --- tags: a value no task carries is refused before anything runs ------------------------
+def test_unknown_tag_is_refused_listing_the_known_ones(gpuhost, local_inventory, tmp_path):
+    for option in ("--tags", "--skip-tags"):
+        proc = gpuhost(
+            "provision",
+            *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "tagged.yml")),
+            *("-e", f"gpuhost_test_dir={tmp_path}", option, "preflight,nccl"),
+        )
+        assert proc.returncode == 2, proc.output
+        assert f"{option} nccl: no task in tagged.yml has this tag" in proc.stderr
+        assert "known tags: driver, preflight; Ansible's own: all, always," in proc.stderr
+    assert not list(tmp_path.glob("*.marker")), "nothing may run"
+    assert not gpuhost.runs.exists(), "a refused tag must not leave a run record"
+
+
+def test_known_tag_runs_only_its_tasks(gpuhost, local_inventory, tmp_path):
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "tagged.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}", "-t", "driver"),
+    )
+    assert proc.returncode == 0, proc.output
+    assert [p.name for p in tmp_path.glob("*.marker")] == ["driver.marker"]
+    assert latest_report(gpuhost.runs)["tags"] == "driver"
+
+
+def test_unknown_tag_is_refused_for_site_yml(gpuhost, local_inventory):
+    # The project's own playbook: its tags come from ansible-playbook --list-tags.
+    proc = gpuhost("check", "-i", str(local_inventory), "-t", "no-such-stage")
+    assert proc.returncode == 2, proc.output
+    assert "--tags no-such-stage: no task in site.yml has this tag; known tags:" in proc.stderr
+
+
+def test_parse_list_tags():
+    output = (
+        "playbook: site.yml\n\n  play #1 (all): Preflight\tTAGS: [preflight]\n"
+        "      TASK TAGS: [always, preflight]\n  play #2 (all): Serve\tTAGS: []\n"
+        "      TASK TAGS: [server, with space]\n"
+    )
+    assert tags.parse_list_tags(output) == {"always", "preflight", "server", "with space"}

@@ -83,7 +83,7 @@ def run_playbook(
     request: RunRequest,
     run_dir: RunDir,
     collector: EventCollector,
-    ansible_bin: Path,
+    env: dict[str, str],
 ) -> RunOutcome:
     """Blocks until the playbook ends; Ctrl-C cancels it and returns a canceled outcome.
 
@@ -96,12 +96,6 @@ def run_playbook(
     import ansible_runner  # deferred: a missing ansible-runner is reported as exit 2 earlier
 
     cancel = threading.Event()
-    env = {
-        "ANSIBLE_CONFIG": str(project.ansible_cfg),
-        "PATH": os.pathsep.join([str(ansible_bin), os.environ.get("PATH", "")]),
-        # The stdout artifact is for people reading it later, not for a terminal.
-        "ANSIBLE_NOCOLOR": "1",
-    }
     if request.extra_vars:
         write_extravars(run_dir, request.extra_vars)
     kwargs = {
