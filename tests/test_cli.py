@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuhost import tags
+from gpuhost import listing
 from gpuhost.findings import normalize
 from gpuhost.record import REDACTED, redact_argv
 
@@ -273,4 +273,23 @@ def test_parse_list_tags():
         "      TASK TAGS: [always, preflight]\n  play #2 (all): Serve\tTAGS: []\n"
         "      TASK TAGS: [server, with space]\n"
     )
-    assert tags.parse_list_tags(output) == {"always", "preflight", "server", "with space"}
+    assert listing.parse_list_tags(output) == {"always", "preflight", "server", "with space"}
+
+
+def test_listing_counts_the_tasks_a_tag_selection_runs():
+    output = (
+        "playbook: site.yml\n\n  play #1 (all): Preflight\tTAGS: []\n    tasks:\n"
+        "      Validate\tTAGS: [always]\n      Read facts\tTAGS: [preflight]\n"
+        "      Debug only\tTAGS: [never, debug]\n      Untagged\tTAGS: []\n"
+        "      TASK TAGS: [always, debug, never, preflight]\n"
+        "  play #2 (gpu_hosts): Serve\tTAGS: [server]\n    tasks:\n"
+        "      Start\tTAGS: [server]\n"
+    )
+    plan = listing.parse(output)
+    assert plan.tags == {"always", "debug", "never", "preflight"}
+    assert plan.task_counts(None, None) == [("Preflight", 3), ("Serve", 1)]
+    assert plan.task_counts("preflight", None) == [("Preflight", 2), ("Serve", 0)]
+    assert plan.task_counts("debug", None) == [("Preflight", 2), ("Serve", 0)]
+    assert plan.task_counts(None, "server,always") == [("Preflight", 2), ("Serve", 0)]
+    assert plan.task_counts("tagged", None) == [("Preflight", 2), ("Serve", 1)]
+    assert plan.task_counts(None, "all") == [("Preflight", 1), ("Serve", 0)]

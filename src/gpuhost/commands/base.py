@@ -88,7 +88,9 @@ def execute(ctx: Context, request: RunRequest, *, json_output: bool) -> dict:
     """Run the playbook with the progress display; returns the report (report.json)."""
     collector = EventCollector()
     mode = Progress.choose_mode(ctx.err, quiet=json_output)
-    progress = Progress(collector, ctx.err, f"gpuhost {request.command}", mode)
+    progress = Progress(
+        collector, ctx.err, f"gpuhost {request.command}", mode, verbose=request.verbosity
+    )
     return execution.run_and_record(
         ctx.project, ctx.runs_root, request, ctx.argv, collector, display=progress
     )
