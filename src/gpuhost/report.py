@@ -273,6 +273,33 @@ def _section_bench(run: Run, host: str, threshold: float) -> list[str]:
     return out
 
 
+# A validation note about what the GPU facts held names the fact it read (gpuhost_profile).
+GPU_FACT_MARK = "(gpuhost_gpu)"
+
+
+def gpu_notes(run: Run, host: str, notes: list) -> list:
+    """The profile's validation notes, without a second GPU statement.
+
+    The profile is validated in every run that resolves it, with that run's GPU facts; a
+    verify or bench run reads none, so its notes say "no NVIDIA GPU visible (gpuhost_gpu)"
+    while the host facts (read by an earlier run) list the GPUs. The host facts are the one
+    GPU statement of the report; such a note is replaced by what it means: which run
+    checked the profile without GPU facts, so the GPU checks did not run there.
+    """
+    gpu_source = run.source(host, "gpuhost_gpu")
+    profile_source = run.source(host, "gpuhost_sglang")
+    if not run.facts.get(host, {}).get("gpuhost_gpu") or gpu_source == profile_source:
+        return notes  # one reading: the note and the host facts say the same
+    kept = [n for n in notes if GPU_FACT_MARK not in str(n)]
+    if len(kept) < len(notes):
+        kept.append(
+            f"the serving profile was checked in {run.source_text(profile_source)} without "
+            "GPU facts, so its GPU-count and architecture checks did not run there; the GPUs "
+            f"are those under Host facts ({run.source_text(gpu_source)})"
+        )
+    return kept
+
+
 def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
     """The Markdown report of a run; draws the plot beside report.md when there are points."""
     report = run.report
@@ -310,7 +337,9 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
             note = (
                 " (from earlier runs: "
                 + ", ".join(
-                    f"{k.removeprefix('gpuhost_')} of {v}" for k, v in sorted(borrowed.items())
+                    f"{k.removeprefix('gpuhost_')} of {v}"
+                    + (f", {run.age(v)}" if run.age(v) else "")
+                    for k, v in sorted(borrowed.items())
                 )
                 + ")"
             )
@@ -324,9 +353,10 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         else:
             lines.append("No host facts recorded (run `gpuhost check` or `gpuhost provision`).")
         lines += ["", "### Derived settings and why", ""]
-        lines += _section_settings(
-            facts.get("gpuhost_nccl") or {}, facts.get("gpuhost_sglang") or {}
-        )
+        sglang = dict(facts.get("gpuhost_sglang") or {})
+        if sglang.get("notes"):
+            sglang["notes"] = gpu_notes(run, host, sglang["notes"])
+        lines += _section_settings(facts.get("gpuhost_nccl") or {}, sglang)
         lines += ["", "### Versions", "", _section_versions(facts.get("gpuhost_python_env") or {})]
         lines += ["", "### Verification", ""]
         lines += (
