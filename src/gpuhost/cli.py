@@ -14,7 +14,7 @@ import traceback
 from rich.console import Console
 from rich.text import Text
 
-from gpuhost import __version__, commands
+from gpuhost import __version__, commands, signals
 from gpuhost.commands.base import Context
 from gpuhost.errors import EXIT_INTERRUPTED, EXIT_USAGE, GpuhostError
 from gpuhost.project import PROJECT_ENV, RUNS_ENV, find_project, runs_root
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpuhost",
         description="Provision a GPU host from bare OS to a tuned, verified SGLang server.",
         epilog="Exit codes: 0 success, 1 a host/task/check failed, 2 usage or environment "
-        "error, 130 interrupted.",
+        "error (or another run holds the inventory), 130 interrupted (Ctrl-C, SIGTERM, SIGHUP).",
     )
     parser.add_argument("--version", action="version", version=f"gpuhost {__version__}")
     parser.add_argument(
@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     err = Console(stderr=True, highlight=False)
+    with signals.handled():
+        return _run(argv, err)
+
+
+def _run(argv: list[str], err: Console) -> int:
     try:
         args = build_parser().parse_args(argv)
         project = find_project(args.project_dir)
@@ -65,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     except GpuhostError as exc:
         err.print(Text(f"gpuhost: error: {exc.message}", style="bold red"), soft_wrap=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        err.print(Text("gpuhost: interrupted", style="bold red"))
+    except KeyboardInterrupt as exc:
+        how = signals.name_of(exc)
+        err.print(Text(f"gpuhost: {'interrupted' if how == 'SIGINT' else how}", style="bold red"))
         return EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("GPUHOST_DEBUG"):

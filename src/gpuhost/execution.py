@@ -1,6 +1,7 @@
-"""One playbook run and its record, without any printing: runs/<ts>/ is created, the
-playbook runs through ansible-runner (runner.py), the inputs that may carry secrets are
-scrubbed, and report.json is written. Before any of it: a --tags/--skip-tags value that no
+"""One playbook run and its record, without any printing: under the inventory's lock
+(locking.py), runs/<ts>/ is created, the playbook runs through ansible-runner (runner.py),
+the inputs that may carry secrets are scrubbed (also after Ctrl-C, SIGTERM or SIGHUP:
+signals.py), and report.json is written. Before any of it: a --tags/--skip-tags value that no
 task carries is refused (listing.py). The caller passes the display (progress.py) that
 watches the events; the summary is printed by the command from the returned report.
 """
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from gpuhost import environment, listing, record, rundir
+from gpuhost import environment, listing, locking, record, rundir, signals
 from gpuhost.events import EventCollector
 from gpuhost.project import Project, ansible_bin_dir
 from gpuhost.runner import RunRequest, run_playbook
@@ -46,12 +47,17 @@ def run_and_record(
         display.use_plan(lambda: plan.task_counts(request.tags, request.skip_tags))
     else:
         display.use_plan(functools.partial(listing.task_totals, project, request, env))
-    run_dir = rundir.create_run_dir(runs_root)
-    try:
-        with display:
-            outcome = run_playbook(project, request, run_dir, collector, env)
-    finally:
-        record.scrub_artifacts(run_dir)
-    report = record.build_report(project, request, outcome, run_dir, argv)
-    record.write_report(run_dir, report)
+    holder = " ".join(record.redact_argv(argv))
+    with locking.inventory_lock(runs_root, request.inventories, holder):
+        run_dir = rundir.create_run_dir(runs_root)
+        try:
+            with display:
+                outcome = run_playbook(project, request, run_dir, collector, env)
+        finally:
+            # A further Ctrl-C/SIGTERM must not cut the scrub short: it waits until after.
+            with signals.deferred():
+                record.scrub_artifacts(run_dir)
+        with signals.deferred():
+            report = record.build_report(project, request, outcome, run_dir, argv)
+            record.write_report(run_dir, report)
     return report

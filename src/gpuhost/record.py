@@ -20,10 +20,6 @@ REPORT_SCHEMA = 1
 REDACTED = "<redacted>"
 # Names that suggest a credential: their values never reach the record.
 _SECRET_NAME = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
-# The runner's `command` artifact copies the whole environment; only these survive, so an
-# HF_TOKEN or cloud credential in the caller's shell never lands on disk.
-_ENV_KEEP = re.compile(r"^(ANSIBLE_|RUNNER_|AWX_|PATH$|HOME$|USER$|LANG$|LC_|VIRTUAL_ENV$)")
-
 STATUS_EXIT = {
     "successful": EXIT_OK,
     "failed": EXIT_FAILED,
@@ -93,12 +89,10 @@ def scrub_artifacts(run_dir: RunDir) -> None:
             data = json.loads(command_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        # ansible-playbook's environment is already the minimal one (environment.py); the
+        # secrets it passes on purpose (HF_TOKEN, GPUHOST_SGLANG_API_KEY) keep only names.
         env = data.get("env") or {}
-        data["env"] = {
-            key: (REDACTED if is_secret_name(key) else value)
-            for key, value in env.items()
-            if _ENV_KEEP.match(key)
-        }
+        data["env"] = {key: (REDACTED if is_secret_name(key) else v) for key, v in env.items()}
         command_file.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -114,7 +108,9 @@ def _error_excerpt(lines: list[str]) -> str:
 def run_status(report: dict, outcome: RunOutcome) -> tuple[str, str | None]:
     """Status from the results; `error` means Ansible never ran a task on any host."""
     if outcome.interrupted:
-        return "canceled", "interrupted by the user"
+        if outcome.interrupted_by in ("", "SIGINT"):
+            return "canceled", "interrupted by the user"
+        return "canceled", f"stopped by {outcome.interrupted_by}"
     if report["failed_tasks"] or findings.failed_count(report["findings"]):
         return "failed", None
     if report["unreachable"]:

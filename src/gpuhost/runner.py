@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpuhost import environment, signals
 from gpuhost.errors import GpuhostError
 from gpuhost.events import EventCollector
 from gpuhost.project import Project
@@ -46,6 +49,7 @@ class RunOutcome:
     finished_at: datetime
     collector: EventCollector
     interrupted: bool = False
+    interrupted_by: str = ""  # SIGINT (Ctrl-C), SIGTERM or SIGHUP
 
     @property
     def duration_s(self) -> float:
@@ -85,17 +89,18 @@ def run_playbook(
     collector: EventCollector,
     env: dict[str, str],
 ) -> RunOutcome:
-    """Blocks until the playbook ends; Ctrl-C cancels it and returns a canceled outcome.
+    """Blocks until the playbook ends; Ctrl-C (or SIGTERM, SIGHUP) cancels it and returns a
+    canceled outcome. `env` is the whole environment ansible-playbook gets (environment.py).
 
     ansible-runner runs the playbook in its own thread (run_async) so this thread stays free
     to take Ctrl-C: ansible-playbook runs in its own session (a pty) and never sees the
-    terminal's SIGINT, so gpuhost cancels it through ansible-runner's cancel_callback, and
-    ansible-runner kills ansible-playbook's process group. A module already running on a
-    host runs to its end, as with any interrupted Ansible run.
+    terminal's SIGINT, so gpuhost stops it (Cancel) through ansible-runner's
+    cancel_callback. A module already running on a host runs to its end, as with any
+    interrupted Ansible run.
     """
     import ansible_runner  # deferred: a missing ansible-runner is reported as exit 2 earlier
 
-    cancel = threading.Event()
+    cancel = Cancel()
     if request.extra_vars:
         write_extravars(run_dir, request.extra_vars)
     kwargs = {
@@ -119,15 +124,16 @@ def run_playbook(
         # A short poll so a cancel takes effect within a second, not pexpect's default 5.
         "settings": {"pexpect_timeout": 1},
         "quiet": True,
-        "event_handler": collector.handle,
-        "cancel_callback": cancel.is_set,
+        "event_handler": cancel.watching(collector.handle),
+        "status_handler": _minimal_env,
+        "cancel_callback": cancel.due,
     }
     crashed: list[BaseException] = []
     started = datetime.now(UTC)
     try:
         with _thread_errors(crashed):
             thread, runner = ansible_runner.run_async(**kwargs)
-            interrupted = _wait(thread, cancel)
+            interrupted_by = _wait(thread, cancel)
     except (OSError, ValueError, RuntimeError) as exc:  # ansible-runner's setup, before a run
         raise GpuhostError(f"ansible-runner could not run the playbook: {exc}") from None
     finished = datetime.now(UTC)
@@ -139,25 +145,83 @@ def run_playbook(
         started_at=started,
         finished_at=finished,
         collector=collector,
-        interrupted=interrupted or runner.status == "canceled",
+        interrupted=bool(interrupted_by) or runner.status == "canceled",
+        interrupted_by=interrupted_by,
     )
 
 
-def _wait(thread: threading.Thread, cancel: threading.Event) -> bool:
-    """Wait for ansible-runner's thread; Ctrl-C asks it to cancel. Returns whether it was.
+class Cancel:
+    """Stops ansible-playbook the way Ansible wants to be stopped, then harder.
+
+    ansible-runner's own cancel SIGKILLs ansible-playbook's process group, but Ansible's
+    workers run in sessions of their own (WorkerProcess calls setsid), so a task in flight
+    would go on without its parent. On a cancel request gpuhost sends ansible-playbook
+    SIGTERM, which Ansible forwards to its workers before it ends; only if it is still
+    there after GRACE_S does ansible-runner's kill follow. ansible-playbook's pid is the
+    `pid` of the events it emits.
+    """
+
+    GRACE_S = 15.0
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.requested_at: float | None = None
+        self.signalled = False
+
+    def watching(self, handler: Callable[[dict], bool]) -> Callable[[dict], bool]:
+        def handle(event: dict) -> bool:
+            if self.pid is None and isinstance(event.get("pid"), int):
+                self.pid = event["pid"]
+            return handler(event)
+
+        return handle
+
+    def request(self) -> None:
+        if self.requested_at is None:
+            self.requested_at = time.monotonic()
+
+    def due(self) -> bool:
+        """ansible-runner's cancel_callback (polled each second from its thread): True
+        when ansible-runner should kill the process group now."""
+        if self.requested_at is None:
+            return False
+        if self.pid is not None and not self.signalled:
+            self.signalled = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+        return time.monotonic() - self.requested_at > self.GRACE_S
+
+
+def _wait(thread: threading.Thread, cancel: Cancel) -> str:
+    """Wait for ansible-runner's thread; Ctrl-C, SIGTERM or SIGHUP (signals.py) ask it to
+    cancel. Returns the first signal's name, or "" when none came.
 
     Polls is_alive() instead of join(): on Python 3.11 a join interrupted by Ctrl-C can leave
     is_alive() False while the thread still runs.
     """
-    interrupted = False
+    interrupted_by = ""
     while thread.is_alive():
         try:
             time.sleep(0.2)
-        except KeyboardInterrupt:
-            # Further Ctrl-C presses only repeat the request; the kill is already coming.
-            interrupted = True
-            cancel.set()
-    return interrupted
+        except KeyboardInterrupt as exc:
+            # Further signals only repeat the request; the kill is already coming.
+            interrupted_by = interrupted_by or signals.name_of(exc)
+            cancel.request()
+    return interrupted_by
+
+
+def _minimal_env(status: dict, runner_config: object) -> None:
+    """ansible-runner's status_handler. On `starting`, before it writes the `command`
+    artifact and starts ansible-playbook, the environment it built (the caller's whole
+    environment plus its own and ours) is cut down to ours (environment.py) and what
+    ansible-runner set itself."""
+    if status.get("status") != "starting":
+        return
+    env = runner_config.env
+    for key in list(env):
+        inherited = key in os.environ and env[key] == os.environ[key]
+        if inherited and not environment.kept(key):
+            del env[key]
 
 
 @contextmanager
