@@ -15,7 +15,7 @@ import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_bench_serving as bs
 
-from gpuhost import bench, record, report, results, runfacts
+from gpuhost import bench, redaction, report, results, runfacts
 from gpuhost.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -414,7 +414,7 @@ def test_facts_from_events_and_history(tmp_path):
 
 def test_only_string_values_are_secrets():
     facts = {"gpuhost_sglang": {"api_key_set": True, "api_key": "sk-abcdef"}, "hf_token": None}
-    assert record.redact(facts) == {
+    assert redaction.redact(facts) == {
         "gpuhost_sglang": {"api_key_set": True, "api_key": "<redacted>"},
         "hf_token": None,
     }

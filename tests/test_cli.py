@@ -293,3 +293,22 @@ def test_listing_counts_the_tasks_a_tag_selection_runs():
     assert plan.task_counts(None, "server,always") == [("Preflight", 2), ("Serve", 0)]
     assert plan.task_counts("tagged", None) == [("Preflight", 2), ("Serve", 1)]
     assert plan.task_counts(None, "all") == [("Preflight", 1), ("Serve", 0)]
+
+
+def test_a_secret_nested_in_an_extra_vars_json_stays_out_of_the_record(
+    gpuhost, local_inventory, tmp_path
+):
+    nested = {"model_cache": {"hf_token": "nested-secret-value", "repo": "org/model"}}
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "changes.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}", "-e", json.dumps(nested)),
+    )
+    assert proc.returncode == 0, proc.output
+    report = latest_report(gpuhost.runs)
+    assert report["extra_vars"]["model_cache"] == {"hf_token": REDACTED, "repo": "org/model"}
+    assert json.loads(report["argv"][-1]) == {"model_cache": report["extra_vars"]["model_cache"]}
+    for path in gpuhost.runs.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "nested-secret-value" not in text, path

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import TYPE_CHECKING
 
 from gpuhost import __version__, findings
 from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from gpuhost.redaction import REDACTED, is_secret_name, redact
 from gpuhost.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from gpuhost.runner import RunOutcome, RunRequest
 
 REPORT_SCHEMA = 1
-REDACTED = "<redacted>"
-# Names that suggest a credential: their values never reach the record.
-_SECRET_NAME = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
 STATUS_EXIT = {
     "successful": EXIT_OK,
     "failed": EXIT_FAILED,
@@ -29,25 +26,9 @@ STATUS_EXIT = {
 }
 
 
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
-def redact(value: object) -> object:
-    """Secret-named keys at any depth lose their string value (`api_key_set: true` names a
-    key but holds none)."""
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if is_secret_name(str(k)) and isinstance(v, str) else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
-
-
 def redact_vars(variables: dict[str, object]) -> dict[str, object]:
-    return {k: (REDACTED if is_secret_name(k) else v) for k, v in variables.items()}
+    """Variables a user typed (-e): every value of a secret name is one, at any depth."""
+    return redact(variables, scalars=True)
 
 
 def _redact_extra_var(value: str) -> str:

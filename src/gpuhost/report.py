@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpuhost import bench
 from gpuhost.bench import markdown_table
-from gpuhost.record import REDACTED, is_secret_name
+from gpuhost.redaction import REDACTED, is_secret_name
 from gpuhost.runfacts import Run
 
 PLOT_NAME = "bench.png"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuhost import bench, record, report, rundir, runfacts
+from gpuhost import bench, record, redaction, report, rundir, runfacts
 
 
 def finish(rep: dict) -> runfacts.Run:
     """Facts into report.json, the bench lines beside it, report.md rendered."""
     run_dir = Path(rep["run_dir"])
-    facts = record.redact(runfacts.facts_from_events(run_dir))
+    facts = redaction.redact(runfacts.facts_from_events(run_dir))
     rep["facts"] = {
         h: {k: v for k, v in f.items() if k in runfacts.REPORT_FACTS} for h, f in facts.items()
     }
