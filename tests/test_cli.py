@@ -312,3 +312,18 @@ def test_a_secret_nested_in_an_extra_vars_json_stays_out_of_the_record(
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
             assert "nested-secret-value" not in text, path
+
+
+def test_each_registered_command_is_one_module_and_a_subcommand(monkeypatch):
+    from gpuhost import cli, commands
+
+    loaded = commands.load()
+    assert [commands.name_of(m) for m in loaded] == list(commands.REGISTRY)
+    assert all(callable(m.add_arguments) and callable(m.run) for m in loaded)
+    # A command module outside the package is listed by its full name; NAME and HELP
+    # default to the module's name and its docstring's first line.
+    monkeypatch.setattr(commands, "REGISTRY", (*commands.REGISTRY, "gpuhost.commands.base"))
+    monkeypatch.setattr("gpuhost.commands.base.add_arguments", lambda p: None, raising=False)
+    monkeypatch.setattr("gpuhost.commands.base.run", lambda args, ctx: 0, raising=False)
+    parser = cli.build_parser()
+    assert parser.parse_args(["base"]).handler(None, None) == 0

@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in commands.load():
-        child = sub.add_parser(command.NAME, help=command.HELP, description=command.HELP)
+        name, text = commands.name_of(command), commands.help_of(command)
+        child = sub.add_parser(name, help=text, description=text)
         command.add_arguments(child)
         child.set_defaults(handler=command.run)
     return parser

@@ -130,12 +130,12 @@ def run_playbook(
     }
     crashed: list[BaseException] = []
     started = datetime.now(UTC)
-    try:
-        with _thread_errors(crashed):
+    with _thread_errors(crashed):
+        try:
             thread, runner = ansible_runner.run_async(**kwargs)
-            interrupted_by = _wait(thread, cancel)
-    except (OSError, ValueError, RuntimeError) as exc:  # ansible-runner's setup, before a run
-        raise GpuhostError(f"ansible-runner could not run the playbook: {exc}") from None
+        except Exception as exc:  # ansible-runner's setup, before anything ran
+            raise GpuhostError(f"ansible-runner could not run the playbook: {exc}") from None
+        interrupted_by = _wait(thread, cancel)
     finished = datetime.now(UTC)
     if crashed:
         raise GpuhostError(f"ansible-runner could not run the playbook: {crashed[0]}")
