@@ -1,5 +1,5 @@
 """bench_serving parsing, the baseline check, the plot, and the report (src/gpuhost/bench.py,
-report.py, runfacts.py, stages.py; plugins/module_utils/gpuhost_bench_serving.py).
+report.py, runfacts.py, results.py; plugins/module_utils/gpuhost_bench_serving.py).
 
 Fixtures: tests/fixtures/bench_serving/ (see its README.md): one file constructed from the
 documented fields (REFERENCE §3), one real output of sglang.bench_serving run against the
@@ -15,7 +15,7 @@ import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_bench_serving as bs
 
-from gpuhost import bench, report, runfacts, stages
+from gpuhost import bench, redaction, report, results, runfacts
 from gpuhost.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -373,11 +373,11 @@ def test_judge_bench_fails_only_with_the_flag(tmp_path):
         run = runfacts.load_run(slow)
         rep = dict(run.report)
         # The profile has baseline points at concurrency 1 and 64 for 256/256.
-        assert stages.judge_bench(run, rep, fail_on_regression=flag) == 2
+        assert results.judge_bench(run, rep, fail_on_regression=flag) == 2
         assert rep["status"] == status
     ok = runfacts.load_run(make_run(tmp_path, "20260102T000000Z", output_scale=0.95))
     rep = dict(ok.report)
-    assert stages.judge_bench(ok, rep, fail_on_regression=True) == 0
+    assert results.judge_bench(ok, rep, fail_on_regression=True) == 0
     assert rep["status"] == "successful"
 
 
@@ -414,7 +414,91 @@ def test_facts_from_events_and_history(tmp_path):
 
 def test_only_string_values_are_secrets():
     facts = {"gpuhost_sglang": {"api_key_set": True, "api_key": "sk-abcdef"}, "hf_token": None}
-    assert stages._redacted(facts) == {
+    assert redaction.redact(facts) == {
         "gpuhost_sglang": {"api_key_set": True, "api_key": "<redacted>"},
         "hf_token": None,
     }
+
+
+# --- one GPU statement: a verify run after a preflight run --------------------------------
+H200 = {
+    "present": True,
+    "count": 1,
+    "driver": {"loaded": True, "version": "580.95.05", "module": "open"},
+    "gpus": [{"index": 0, "name": "NVIDIA H200", "architecture": "Hopper"}],
+}
+NO_GPU_NOTE = "no NVIDIA GPU visible (gpuhost_gpu): GPU-count and architecture checks skipped"
+
+
+def write_run(root: Path, name: str, command: str, started: str, facts: dict) -> Path:
+    run = root / name
+    run.mkdir(parents=True)
+    rep = {
+        "schema": 1,
+        "command": command,
+        "status": "successful",
+        "argv": ["gpuhost", command],
+        "started_at": started,
+        "duration_s": 1.0,
+        "hosts": {"gpu-host": {"ok": 3}},
+        "findings": {},
+        "facts": {"gpu-host": facts},
+        "run_dir": str(run),
+    }
+    (run / "report.json").write_text(json.dumps(rep))
+    return run
+
+
+def test_verify_after_preflight_states_the_gpus_once_with_their_age(tmp_path):
+    sglang = {"profile": "p", "model": "m", "served_model_name": "m", "tp_size": 1}
+    write_run(
+        tmp_path,
+        "20260101T080000Z",
+        "check",
+        "2026-01-01T08:00:00+00:00",
+        {"gpuhost_gpu": H200, "gpuhost_host": {"cpu_count": 8}, "gpuhost_sglang": sglang},
+    )
+    # gpuhost verify resolves the profile again, without GPU facts (it reads none).
+    verify = write_run(
+        tmp_path,
+        "20260101T101500Z",
+        "verify",
+        "2026-01-01T10:15:00+00:00",
+        {
+            "gpuhost_sglang": {**sglang, "notes": [NO_GPU_NOTE, "another note"]},
+            "gpuhost_verify": {"passed": True, "findings": []},
+        },
+    )
+    # What `gpuhost report latest` renders (runs/latest is the verify run).
+    (tmp_path / "latest").symlink_to(verify.name)
+    assert main(["--runs-dir", str(tmp_path), "report", "latest", "--plain"]) == 0
+    text = (verify / "report.md").read_text()
+    # The one GPU statement, from the preflight run, with its age.
+    assert "| GPUs | 1 x NVIDIA H200 |" in text
+    assert "gpu of 20260101T080000Z, 2 h 15 min before this run" in text
+    # No second, contradicting one.
+    assert "no NVIDIA GPU visible" not in text
+    gpu_lines = [line for line in text.splitlines() if "GPU" in line and "x NVIDIA" in line]
+    assert gpu_lines == ["| GPUs | 1 x NVIDIA H200 |"]
+    assert (
+        "- the serving profile was checked in this run without GPU facts, so its GPU-count and "
+        "architecture checks did not run there; the GPUs are those under Host facts (run "
+        "20260101T080000Z (2 h 15 min before this run))"
+    ) in text
+    assert "- another note" in text
+
+
+def test_a_run_that_read_no_gpu_keeps_its_note(tmp_path):
+    # Preflight itself found no GPU: the host facts and the note agree, both stay.
+    run = write_run(
+        tmp_path,
+        "20260101T080000Z",
+        "check",
+        "2026-01-01T08:00:00+00:00",
+        {
+            "gpuhost_gpu": {"present": False, "count": 0, "gpus": []},
+            "gpuhost_sglang": {"profile": "p", "notes": [NO_GPU_NOTE]},
+        },
+    )
+    text = report.render(runfacts.with_history(runfacts.load_run(run)))
+    assert "| GPUs | 0 x none |" in text and NO_GPU_NOTE in text

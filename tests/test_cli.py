@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuhost import listing
 from gpuhost.findings import normalize
 from gpuhost.record import REDACTED, redact_argv
 
@@ -231,3 +232,98 @@ def test_redact_argv_hides_secret_extra_vars():
 def test_malformed_finding_counts_as_fail():
     assert normalize([{"check": "x", "status": "bogus"}])[0]["status"] == "fail"
     assert normalize("not a list")[0]["message"].startswith("malformed finding")
+
+
+# --- tags: a value no task carries is refused before anything runs ------------------------
+def test_unknown_tag_is_refused_listing_the_known_ones(gpuhost, local_inventory, tmp_path):
+    for option in ("--tags", "--skip-tags"):
+        proc = gpuhost(
+            "provision",
+            *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "tagged.yml")),
+            *("-e", f"gpuhost_test_dir={tmp_path}", option, "preflight,nccl"),
+        )
+        assert proc.returncode == 2, proc.output
+        assert f"{option} nccl: no task in tagged.yml has this tag" in proc.stderr
+        assert "known tags: driver, preflight; Ansible's own: all, always," in proc.stderr
+    assert not list(tmp_path.glob("*.marker")), "nothing may run"
+    assert not gpuhost.runs.exists(), "a refused tag must not leave a run record"
+
+
+def test_known_tag_runs_only_its_tasks(gpuhost, local_inventory, tmp_path):
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "tagged.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}", "-t", "driver"),
+    )
+    assert proc.returncode == 0, proc.output
+    assert [p.name for p in tmp_path.glob("*.marker")] == ["driver.marker"]
+    assert latest_report(gpuhost.runs)["tags"] == "driver"
+
+
+def test_unknown_tag_is_refused_for_site_yml(gpuhost, local_inventory):
+    # The project's own playbook: its tags come from ansible-playbook --list-tags.
+    proc = gpuhost("check", "-i", str(local_inventory), "-t", "no-such-stage")
+    assert proc.returncode == 2, proc.output
+    assert "--tags no-such-stage: no task in site.yml has this tag; known tags:" in proc.stderr
+
+
+def test_parse_list_tags():
+    output = (
+        "playbook: site.yml\n\n  play #1 (all): Preflight\tTAGS: [preflight]\n"
+        "      TASK TAGS: [always, preflight]\n  play #2 (all): Serve\tTAGS: []\n"
+        "      TASK TAGS: [server, with space]\n"
+    )
+    assert listing.parse_list_tags(output) == {"always", "preflight", "server", "with space"}
+
+
+def test_listing_counts_the_tasks_a_tag_selection_runs():
+    output = (
+        "playbook: site.yml\n\n  play #1 (all): Preflight\tTAGS: []\n    tasks:\n"
+        "      Validate\tTAGS: [always]\n      Read facts\tTAGS: [preflight]\n"
+        "      Debug only\tTAGS: [never, debug]\n      Untagged\tTAGS: []\n"
+        "      TASK TAGS: [always, debug, never, preflight]\n"
+        "  play #2 (gpu_hosts): Serve\tTAGS: [server]\n    tasks:\n"
+        "      Start\tTAGS: [server]\n"
+    )
+    plan = listing.parse(output)
+    assert plan.tags == {"always", "debug", "never", "preflight"}
+    assert plan.task_counts(None, None) == [("Preflight", 3), ("Serve", 1)]
+    assert plan.task_counts("preflight", None) == [("Preflight", 2), ("Serve", 0)]
+    assert plan.task_counts("debug", None) == [("Preflight", 2), ("Serve", 0)]
+    assert plan.task_counts(None, "server,always") == [("Preflight", 2), ("Serve", 0)]
+    assert plan.task_counts("tagged", None) == [("Preflight", 2), ("Serve", 1)]
+    assert plan.task_counts(None, "all") == [("Preflight", 1), ("Serve", 0)]
+
+
+def test_a_secret_nested_in_an_extra_vars_json_stays_out_of_the_record(
+    gpuhost, local_inventory, tmp_path
+):
+    nested = {"model_cache": {"hf_token": "nested-secret-value", "repo": "org/model"}}
+    proc = gpuhost(
+        "provision",
+        *("-i", str(local_inventory), "--playbook", str(PLAYBOOKS / "changes.yml")),
+        *("-e", f"gpuhost_test_dir={tmp_path}", "-e", json.dumps(nested)),
+    )
+    assert proc.returncode == 0, proc.output
+    report = latest_report(gpuhost.runs)
+    assert report["extra_vars"]["model_cache"] == {"hf_token": REDACTED, "repo": "org/model"}
+    assert json.loads(report["argv"][-1]) == {"model_cache": report["extra_vars"]["model_cache"]}
+    for path in gpuhost.runs.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            assert "nested-secret-value" not in text, path
+
+
+def test_each_registered_command_is_one_module_and_a_subcommand(monkeypatch):
+    from gpuhost import cli, commands
+
+    loaded = commands.load()
+    assert [commands.name_of(m) for m in loaded] == list(commands.REGISTRY)
+    assert all(callable(m.add_arguments) and callable(m.run) for m in loaded)
+    # A command module outside the package is listed by its full name; NAME and HELP
+    # default to the module's name and its docstring's first line.
+    monkeypatch.setattr(commands, "REGISTRY", (*commands.REGISTRY, "gpuhost.commands.base"))
+    monkeypatch.setattr("gpuhost.commands.base.add_arguments", lambda p: None, raising=False)
+    monkeypatch.setattr("gpuhost.commands.base.run", lambda args, ctx: 0, raising=False)
+    parser = cli.build_parser()
+    assert parser.parse_args(["base"]).handler(None, None) == 0

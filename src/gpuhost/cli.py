@@ -14,12 +14,10 @@ import traceback
 from rich.console import Console
 from rich.text import Text
 
-from gpuhost import __version__
-from gpuhost.commands import COMMANDS, Context
+from gpuhost import __version__, commands, signals
+from gpuhost.commands.base import Context
 from gpuhost.errors import EXIT_INTERRUPTED, EXIT_USAGE, GpuhostError
 from gpuhost.project import PROJECT_ENV, RUNS_ENV, find_project, runs_root
-from gpuhost.rollout import COMMANDS as ROLLOUT_COMMANDS
-from gpuhost.stages import COMMANDS as STAGE_COMMANDS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpuhost",
         description="Provision a GPU host from bare OS to a tuned, verified SGLang server.",
         epilog="Exit codes: 0 success, 1 a host/task/check failed, 2 usage or environment "
-        "error, 130 interrupted.",
+        "error (or another run holds the inventory), 130 interrupted (Ctrl-C, SIGTERM, SIGHUP).",
     )
     parser.add_argument("--version", action="version", version=f"gpuhost {__version__}")
     parser.add_argument(
@@ -39,16 +37,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir", help=f"where run records go (default: ${RUNS_ENV}, else <project>/runs)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in [*COMMANDS, *STAGE_COMMANDS, *ROLLOUT_COMMANDS]:
-        child = sub.add_parser(command.name, help=command.help, description=command.help)
+    for command in commands.load():
+        name, text = commands.name_of(command), commands.help_of(command)
+        child = sub.add_parser(name, help=text, description=text)
         command.add_arguments(child)
-        child.set_defaults(handler=command.handler)
+        child.set_defaults(handler=command.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     err = Console(stderr=True, highlight=False)
+    with signals.handled():
+        return _run(argv, err)
+
+
+def _run(argv: list[str], err: Console) -> int:
     try:
         args = build_parser().parse_args(argv)
         project = find_project(args.project_dir)
@@ -67,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     except GpuhostError as exc:
         err.print(Text(f"gpuhost: error: {exc.message}", style="bold red"), soft_wrap=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        err.print(Text("gpuhost: interrupted", style="bold red"))
+    except KeyboardInterrupt as exc:
+        how = signals.name_of(exc)
+        err.print(Text(f"gpuhost: {'interrupted' if how == 'SIGINT' else how}", style="bold red"))
         return EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("GPUHOST_DEBUG"):

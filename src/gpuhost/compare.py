@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gpuhost import bench
 from gpuhost.bench import markdown_table
-from gpuhost.report import Redactor, _cell, bench_points, host_summary
+from gpuhost.report import Redactor, bench_points, cell, host_summary
 from gpuhost.runfacts import Run
 
 
@@ -38,8 +38,8 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
             ["", "A", "B"],
             [
                 ["run", _label(a), _label(b)],
-                ["status", _cell(a.report.get("status")), _cell(b.report.get("status"))],
-                ["started", _cell(a.report.get("started_at")), _cell(b.report.get("started_at"))],
+                ["status", cell(a.report.get("status")), cell(b.report.get("status"))],
+                ["started", cell(a.report.get("started_at")), cell(b.report.get("started_at"))],
             ],
         )
     )
@@ -54,7 +54,7 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
                 host_summary(fb.get("gpuhost_gpu") or {}, fb.get("gpuhost_host") or {}),
                 strict=True,
             )
-            rows += [[ka, _cell(va), _cell(vb)] for (ka, va), (_, vb) in pairs]
+            rows += [[ka, cell(va), cell(vb)] for (ka, va), (_, vb) in pairs]
         else:
             rows.append(["host facts", "not recorded", "not recorded"])
         env_a = (fa.get("gpuhost_nccl") or {}).get("env") or {}
@@ -62,8 +62,8 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
         rows.append(
             [
                 "NCCL env",
-                _cell([f"{k}={v}" for k, v in sorted(env_a.items())]),
-                _cell([f"{k}={v}" for k, v in sorted(env_b.items())]),
+                cell([f"{k}={v}" for k, v in sorted(env_a.items())]),
+                cell([f"{k}={v}" for k, v in sorted(env_b.items())]),
             ]
         )
         flags_a = (fa.get("gpuhost_sglang") or {}).get("flags") or {}
@@ -71,7 +71,7 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
         for flag in sorted(set(flags_a) | set(flags_b)):
             if flags_a.get(flag) != flags_b.get(flag):
                 rows.append(
-                    [f"`{flag}`", _cell(flags_a.get(flag, "-")), _cell(flags_b.get(flag, "-"))]
+                    [f"`{flag}`", cell(flags_a.get(flag, "-")), cell(flags_b.get(flag, "-"))]
                 )
         lines.append(markdown_table(["", "A", "B"], rows))
         va, vb = fa.get("gpuhost_verify") or {}, fb.get("gpuhost_verify") or {}
@@ -82,8 +82,8 @@ def render_compare(a: Run, b: Run, out_dir: Path) -> str:
             markdown_table(
                 ["", "A", "B"],
                 [
-                    ["passed", _cell(va.get("passed", "-")), _cell(vb.get("passed", "-"))],
-                    ["TTFT ms", _cell(va.get("ttft_ms", "-")), _cell(vb.get("ttft_ms", "-"))],
+                    ["passed", cell(va.get("passed", "-")), cell(vb.get("passed", "-"))],
+                    ["TTFT ms", cell(va.get("ttft_ms", "-")), cell(vb.get("ttft_ms", "-"))],
                 ],
             ),
         ]

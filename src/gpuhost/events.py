@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import json
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,11 +45,9 @@ class TaskChange:
 
 @dataclass
 class EventCollector:
-    """Fed from ansible-runner's thread, read by the progress display and the report."""
+    """Fed from ansible-runner's thread, read by the report (the display keeps its own state)."""
 
     play: str = ""
-    task: str = ""
-    task_started: float = 0.0
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     final_stats: dict[str, dict[str, int]] | None = None
     failed: list[TaskIssue] = field(default_factory=list)
@@ -84,9 +81,6 @@ class EventCollector:
             self.output_tail.extend(event["stdout"].splitlines())
         if name == "playbook_on_play_start":
             self.play = data.get("play", "")
-        elif name in ("playbook_on_task_start", "playbook_on_handler_task_start"):
-            self.task = task_label(data)
-            self.task_started = time.monotonic()
         elif name == "playbook_on_stats":
             self.final_stats = _stats_by_host(data)
         elif name.startswith("runner_on_") and data.get("host"):
@@ -133,11 +127,6 @@ class EventCollector:
         if self.final_stats is not None:
             return self.final_stats
         return {host: dict(counts) for host, counts in self.counts.items()}
-
-    def snapshot(self) -> tuple[str, str, float, dict[str, dict[str, int]]]:
-        with self.lock:
-            counts = {host: dict(c) for host, c in self.counts.items()}
-            return self.play, self.task, self.task_started, counts
 
 
 def task_label(data: dict) -> str:

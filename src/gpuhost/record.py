@@ -1,37 +1,22 @@
-"""The run record: runs/<UTC timestamp>/ with ansible-runner's artifacts and report.json.
-
-Layout of one run:
-    runs/<ts>/runner/      ansible-runner private_data_dir (artifacts/ansible/ holds stdout,
-                           job_events/, rc, status, command)
-    runs/<ts>/facts/       the run's jsonfile fact cache
-    runs/<ts>/report.json  what `gpuhost report` and --json read
-"""
+"""The run record's contents: report.json built from a run's outcome, redaction of what the
+record keeps, and the scrub of ansible-runner's inputs (the layout: rundir.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuhost import __version__, findings
-from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, GpuhostError
+from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from gpuhost.redaction import REDACTED, is_secret_name, redact
+from gpuhost.rundir import RunDir
 
 if TYPE_CHECKING:
     from gpuhost.project import Project
     from gpuhost.runner import RunOutcome, RunRequest
 
 REPORT_SCHEMA = 1
-REDACTED = "<redacted>"
-# Names that suggest a credential: their values never reach the record.
-_SECRET_NAME = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
-# The runner's `command` artifact copies the whole environment; only these survive, so an
-# HF_TOKEN or cloud credential in the caller's shell never lands on disk.
-_ENV_KEEP = re.compile(r"^(ANSIBLE_|RUNNER_|AWX_|PATH$|HOME$|USER$|LANG$|LC_|VIRTUAL_ENV$)")
-
 STATUS_EXIT = {
     "successful": EXIT_OK,
     "failed": EXIT_FAILED,
@@ -41,50 +26,9 @@ STATUS_EXIT = {
 }
 
 
-@dataclass(frozen=True)
-class RunDir:
-    path: Path
-
-    @property
-    def runner_dir(self) -> Path:
-        return self.path / "runner"
-
-    @property
-    def facts_dir(self) -> Path:
-        return self.path / "facts"
-
-    @property
-    def report_path(self) -> Path:
-        return self.path / "report.json"
-
-
-def create_run_dir(root: Path) -> RunDir:
-    """A fresh runs/<UTC timestamp>/; a second run within the same second gets a suffix."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GpuhostError(f"cannot create the runs directory {root}: {exc.strerror}") from None
-    for attempt in range(100):
-        path = root / (stamp if attempt == 0 else f"{stamp}-{attempt}")
-        try:
-            # 0700: artifacts hold host details and facts that are nobody else's business.
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        run_dir = RunDir(path)
-        run_dir.runner_dir.mkdir(mode=0o700)
-        run_dir.facts_dir.mkdir(mode=0o700)
-        return run_dir
-    raise GpuhostError(f"cannot create a run directory under {root}")
-
-
-def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name))
-
-
 def redact_vars(variables: dict[str, object]) -> dict[str, object]:
-    return {k: (REDACTED if is_secret_name(k) else v) for k, v in variables.items()}
+    """Variables a user typed (-e): every value of a secret name is one, at any depth."""
+    return redact(variables, scalars=True)
 
 
 def _redact_extra_var(value: str) -> str:
@@ -126,12 +70,10 @@ def scrub_artifacts(run_dir: RunDir) -> None:
             data = json.loads(command_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
+        # ansible-playbook's environment is already the minimal one (environment.py); the
+        # secrets it passes on purpose (HF_TOKEN, GPUHOST_SGLANG_API_KEY) keep only names.
         env = data.get("env") or {}
-        data["env"] = {
-            key: (REDACTED if is_secret_name(key) else value)
-            for key, value in env.items()
-            if _ENV_KEEP.match(key)
-        }
+        data["env"] = {key: (REDACTED if is_secret_name(key) else v) for key, v in env.items()}
         command_file.write_text(json.dumps(data), encoding="utf-8")
 
 
@@ -147,7 +89,9 @@ def _error_excerpt(lines: list[str]) -> str:
 def run_status(report: dict, outcome: RunOutcome) -> tuple[str, str | None]:
     """Status from the results; `error` means Ansible never ran a task on any host."""
     if outcome.interrupted:
-        return "canceled", "interrupted by the user"
+        if outcome.interrupted_by in ("", "SIGINT"):
+            return "canceled", "interrupted by the user"
+        return "canceled", f"stopped by {outcome.interrupted_by}"
     if report["failed_tasks"] or findings.failed_count(report["findings"]):
         return "failed", None
     if report["unreachable"]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from gpuhost import bench
 from gpuhost.bench import markdown_table
-from gpuhost.record import REDACTED, is_secret_name
+from gpuhost.redaction import REDACTED, is_secret_name
 from gpuhost.runfacts import Run
 
 PLOT_NAME = "bench.png"
@@ -64,19 +64,19 @@ def _get(data: object, path: str, default: object = "unknown") -> object:
     return data
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
-        return ", ".join(_cell(v) for v in value) or "-"
+        return ", ".join(cell(v) for v in value) or "-"
     text = " ".join(str(value).split())
     return text.replace("|", "\\|") if text else "-"
 
 
 def _kv_table(pairs: list[tuple[str, object]]) -> str:
-    return markdown_table(["", ""], [[k, _cell(v)] for k, v in pairs])
+    return markdown_table(["", ""], [[k, cell(v)] for k, v in pairs])
 
 
 def host_summary(gpu: dict, host: dict) -> list[tuple[str, object]]:
@@ -114,7 +114,7 @@ def host_summary(gpu: dict, host: dict) -> list[tuple[str, object]]:
         (
             "virtualisation",
             f"{_get(host, 'virt.type')} ({_get(host, 'virt.product_name')}), "
-            f"passthrough: {_cell(_get(host, 'virt.gpu_passthrough'))}",
+            f"passthrough: {cell(_get(host, 'virt.gpu_passthrough'))}",
         ),
         ("OS / kernel", f"{_get(host, 'os.pretty_name')} / {_get(host, 'kernel.release')}"),
         (
@@ -138,9 +138,9 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         rows = [
             [
                 str(r.get("variable")),
-                _cell(r.get("value")),
-                _cell(r.get("reason")),
-                _cell(r.get("source", "")),
+                cell(r.get("value")),
+                cell(r.get("reason")),
+                cell(r.get("source", "")),
             ]
             for r in nccl.get("reasons") or []
         ]
@@ -152,7 +152,7 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         verify = nccl.get("verify") or {}
         if verify:
             out.append(
-                f"\nNCCL check: {verify.get('status', '?')} - {_cell(verify.get('message', ''))}"
+                f"\nNCCL check: {verify.get('status', '?')} - {cell(verify.get('message', ''))}"
             )
     if sglang:
         out.append(
@@ -172,12 +172,12 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
         if flags:
             out.append(
                 markdown_table(
-                    ["flag", "value"], [[f"`{k}`", _cell(v)] for k, v in sorted(flags.items())]
+                    ["flag", "value"], [[f"`{k}`", cell(v)] for k, v in sorted(flags.items())]
                 )
             )
         for label, key in (("Validation warnings", "warnings"), ("Validation notes", "notes")):
             if sglang.get(key):
-                out.append(f"\n{label}:\n" + "\n".join(f"- {_cell(x)}" for x in sglang[key]))
+                out.append(f"\n{label}:\n" + "\n".join(f"- {cell(x)}" for x in sglang[key]))
     if out:
         out[0] = out[0].lstrip("\n")
     return out or ["No derived settings recorded (run `gpuhost provision`)."]
@@ -203,7 +203,7 @@ def _section_verify(verify: dict) -> list[str]:
         f"{verify.get('base_url', '?')}, model `{verify.get('served_model_name', '?')}`, "
         f"server version {server.get('version', '?')}, checked "
         f"{verify.get('checked_at', '?')}; time to first token: "
-        f"{_cell(verify.get('ttft_ms')) if verify.get('ttft_ms') is not None else '-'} ms.\n"
+        f"{cell(verify.get('ttft_ms')) if verify.get('ttft_ms') is not None else '-'} ms.\n"
     )
     out.append(
         markdown_table(
@@ -212,7 +212,7 @@ def _section_verify(verify: dict) -> list[str]:
                 [
                     f.get("check", "?"),
                     str(f.get("status", "?")).upper(),
-                    _cell(f.get("message", "")),
+                    cell(f.get("message", "")),
                 ]
                 for f in verify.get("findings") or []
             ],
@@ -226,9 +226,9 @@ def _section_verify(verify: dict) -> list[str]:
                 ["question", "expected", "got", "result"],
                 [
                     [
-                        _cell(q.get("prompt")),
-                        _cell(q.get("expected")),
-                        _cell(q.get("error") or q.get("got"))[:120],
+                        cell(q.get("prompt")),
+                        cell(q.get("expected")),
+                        cell(q.get("error") or q.get("got"))[:120],
                         "pass" if q.get("passed") else "FAIL",
                     ]
                     for q in questions
@@ -260,7 +260,7 @@ def _section_bench(run: Run, host: str, threshold: float) -> list[str]:
     comparisons = bench.compare(points, baseline, threshold)
     if comparisons:
         out.append(
-            f"\nAgainst the profile's baseline ({_cell(baseline.get('source', ''))}); "
+            f"\nAgainst the profile's baseline ({cell(baseline.get('source', ''))}); "
             f"more than {threshold:.0%} below is a regression:\n"
         )
         out.append(
@@ -271,6 +271,33 @@ def _section_bench(run: Run, host: str, threshold: float) -> list[str]:
     else:
         out.append("\nNo baseline to compare with (the profile has no expected_baseline).")
     return out
+
+
+# A validation note about what the GPU facts held names the fact it read (gpuhost_profile).
+GPU_FACT_MARK = "(gpuhost_gpu)"
+
+
+def gpu_notes(run: Run, host: str, notes: list) -> list:
+    """The profile's validation notes, without a second GPU statement.
+
+    The profile is validated in every run that resolves it, with that run's GPU facts; a
+    verify or bench run reads none, so its notes say "no NVIDIA GPU visible (gpuhost_gpu)"
+    while the host facts (read by an earlier run) list the GPUs. The host facts are the one
+    GPU statement of the report; such a note is replaced by what it means: which run
+    checked the profile without GPU facts, so the GPU checks did not run there.
+    """
+    gpu_source = run.source(host, "gpuhost_gpu")
+    profile_source = run.source(host, "gpuhost_sglang")
+    if not run.facts.get(host, {}).get("gpuhost_gpu") or gpu_source == profile_source:
+        return notes  # one reading: the note and the host facts say the same
+    kept = [n for n in notes if GPU_FACT_MARK not in str(n)]
+    if len(kept) < len(notes):
+        kept.append(
+            f"the serving profile was checked in {run.source_text(profile_source)} without "
+            "GPU facts, so its GPU-count and architecture checks did not run there; the GPUs "
+            f"are those under Host facts ({run.source_text(gpu_source)})"
+        )
+    return kept
 
 
 def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
@@ -295,11 +322,11 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         )
     )
     if report.get("error"):
-        lines += ["", f"Error: {_cell(report['error'])}"]
+        lines += ["", f"Error: {cell(report['error'])}"]
     for task in report.get("failed_tasks") or []:
         lines += [
             "",
-            f"Failed on {task.get('host')}: {task.get('task')}: {_cell(task.get('message'))}",
+            f"Failed on {task.get('host')}: {task.get('task')}: {cell(task.get('message'))}",
         ]
     series = {}
     for host in run.hosts:
@@ -310,7 +337,9 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
             note = (
                 " (from earlier runs: "
                 + ", ".join(
-                    f"{k.removeprefix('gpuhost_')} of {v}" for k, v in sorted(borrowed.items())
+                    f"{k.removeprefix('gpuhost_')} of {v}"
+                    + (f", {run.age(v)}" if run.age(v) else "")
+                    for k, v in sorted(borrowed.items())
                 )
                 + ")"
             )
@@ -324,9 +353,10 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         else:
             lines.append("No host facts recorded (run `gpuhost check` or `gpuhost provision`).")
         lines += ["", "### Derived settings and why", ""]
-        lines += _section_settings(
-            facts.get("gpuhost_nccl") or {}, facts.get("gpuhost_sglang") or {}
-        )
+        sglang = dict(facts.get("gpuhost_sglang") or {})
+        if sglang.get("notes"):
+            sglang["notes"] = gpu_notes(run, host, sglang["notes"])
+        lines += _section_settings(facts.get("gpuhost_nccl") or {}, sglang)
         lines += ["", "### Versions", "", _section_versions(facts.get("gpuhost_python_env") or {})]
         lines += ["", "### Verification", ""]
         lines += (
@@ -349,8 +379,8 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
                         [
                             str(f.get("status", "?")).upper(),
                             f.get("check", "?"),
-                            _cell(f.get("message")),
-                            _cell(f.get("fix") or ""),
+                            cell(f.get("message")),
+                            cell(f.get("fix") or ""),
                         ]
                         for f in findings
                     ],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from gpuhost.errors import GpuhostError
@@ -50,14 +51,51 @@ class Run:
     facts: dict[str, dict] = field(default_factory=dict)  # host -> fact name -> value
     borrowed: dict[str, dict[str, str]] = field(default_factory=dict)  # host -> fact -> run name
     bench_lines: dict[str, list[dict]] = field(default_factory=dict)  # host -> JSON lines
+    # When each run the facts come from started (this run and the ones borrowed from).
+    started: dict[str, datetime | None] = field(default_factory=dict)  # run name -> time
 
     @property
     def name(self) -> str:
         return self.path.name
 
+    def source(self, host: str, fact: str) -> str:
+        """The run a host's fact comes from: an earlier one's name, else this run's."""
+        return self.borrowed.get(host, {}).get(fact, self.name)
+
+    def age(self, source: str) -> str | None:
+        """How much older the run `source` is than this one, in words (None: this run, or
+        a run without a start time)."""
+        then, now = self.started.get(source), self.started.get(self.name)
+        if source == self.name or then is None or now is None:
+            return None
+        return f"{_ago(now - then)} before this run"
+
+    def source_text(self, source: str) -> str:
+        """`run <name> (<age>)`, or `this run`."""
+        if source == self.name:
+            return "this run"
+        age = self.age(source)
+        return f"run {source}" + (f" ({age})" if age else "")
+
     @property
     def hosts(self) -> list[str]:
         return sorted(set(self.report.get("hosts") or {}) | set(self.facts))
+
+
+def _ago(delta: timedelta) -> str:
+    minutes = max(0, int(delta.total_seconds() // 60))
+    if minutes < 60:
+        return f"{minutes} min"
+    if minutes < 48 * 60:
+        return f"{minutes // 60} h {minutes % 60} min"
+    return f"{minutes // (24 * 60)} days"
+
+
+def started_at(report: dict) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(report.get("started_at")))
+    except ValueError:
+        return None
 
 
 def resolve_run(value: str, runs_root: Path) -> Path:
@@ -106,13 +144,17 @@ def facts_from_events(run_dir: Path) -> dict[str, dict]:
     return facts
 
 
-def run_facts(run_dir: Path) -> dict[str, dict]:
-    """The facts a run recorded in report.json (gpuhost verify/bench), else its events."""
+def run_facts(run_dir: Path) -> tuple[dict[str, dict], datetime | None]:
+    """The facts a run recorded in report.json (gpuhost verify/bench), else its events; and
+    when the run started."""
     try:
-        stored = json.loads((run_dir / "report.json").read_text(encoding="utf-8")).get("facts")
-    except (OSError, ValueError, AttributeError):
-        stored = None
-    return stored if isinstance(stored, dict) else facts_from_events(run_dir)
+        report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        report = {}
+    report = report if isinstance(report, dict) else {}
+    stored = report.get("facts")
+    facts = stored if isinstance(stored, dict) else facts_from_events(run_dir)
+    return facts, started_at(report)
 
 
 def _bench_lines(run_dir: Path) -> dict[str, list[dict]]:
@@ -136,6 +178,7 @@ def load_run(run_dir: Path) -> Run:
     except (OSError, ValueError) as exc:
         raise GpuhostError(f"cannot read {run_dir / 'report.json'}: {exc}") from None
     run = Run(path=run_dir, report=report)
+    run.started[run.name] = started_at(report)
     stored = report.get("facts")
     run.facts = stored if isinstance(stored, dict) else facts_from_events(run_dir)
     run.bench_lines = _bench_lines(run_dir)
@@ -160,8 +203,10 @@ def with_history(run: Run, max_runs: int = 50) -> Run:
                 break
             if not (path / "report.json").is_file():
                 continue
-            older = run_facts(path).get(host, {})
+            facts, started = run_facts(path)
+            older = facts.get(host, {})
             for name in [m for m in missing if m in older]:
+                run.started[path.name] = started
                 run.facts.setdefault(host, {})[name] = older[name]
                 run.borrowed.setdefault(host, {})[name] = path.name
                 missing.remove(name)

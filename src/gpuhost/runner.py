@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shlex
+import signal
 import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpuhost import environment, signals
 from gpuhost.errors import GpuhostError
 from gpuhost.events import EventCollector
 from gpuhost.project import Project
-from gpuhost.record import RunDir
+from gpuhost.rundir import RunDir
 
 # ansible-runner's artifact folder name under runs/<ts>/runner/artifacts/.
 ARTIFACT_IDENT = "ansible"
@@ -42,6 +49,7 @@ class RunOutcome:
     finished_at: datetime
     collector: EventCollector
     interrupted: bool = False
+    interrupted_by: str = ""  # SIGINT (Ctrl-C), SIGTERM or SIGHUP
 
     @property
     def duration_s(self) -> float:
@@ -60,31 +68,41 @@ def _cmdline(request: RunRequest) -> str:
     return shlex.join(args)
 
 
+def write_extravars(run_dir: RunDir, variables: dict[str, object]) -> None:
+    """-e values go to ansible-playbook as `-e @runner/env/extravars` (0600), which
+    ansible-runner adds by itself when the file is there; record.scrub_artifacts removes it
+    after the run. Handing them to ansible-runner as a dict instead would, with
+    suppress_env_files, put them on ansible-playbook's command line: visible in `ps` and in
+    the `command` artifact."""
+    env_dir = run_dir.runner_dir / "env"
+    env_dir.mkdir(mode=0o700, exist_ok=True)
+    path = env_dir / "extravars"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(variables, handle)
+
+
 def run_playbook(
     project: Project,
     request: RunRequest,
     run_dir: RunDir,
     collector: EventCollector,
-    ansible_bin: Path,
+    env: dict[str, str],
 ) -> RunOutcome:
-    """Blocks until the playbook ends; Ctrl-C cancels it and returns a canceled outcome.
+    """Blocks until the playbook ends; Ctrl-C (or SIGTERM, SIGHUP) cancels it and returns a
+    canceled outcome. `env` is the whole environment ansible-playbook gets (environment.py).
 
-    ansible-runner runs in a worker thread so the main thread stays free to take Ctrl-C:
-    ansible-playbook runs in its own session (a pty) and never sees the terminal's SIGINT,
-    so gpuhost must cancel it through ansible-runner's cancel_callback. ansible-runner kills
-    ansible-playbook; a module already running on a host runs to its end, as with any
+    ansible-runner runs the playbook in its own thread (run_async) so this thread stays free
+    to take Ctrl-C: ansible-playbook runs in its own session (a pty) and never sees the
+    terminal's SIGINT, so gpuhost stops it (Cancel) through ansible-runner's
+    cancel_callback. A module already running on a host runs to its end, as with any
     interrupted Ansible run.
     """
     import ansible_runner  # deferred: a missing ansible-runner is reported as exit 2 earlier
 
-    cancel = threading.Event()
-    box: dict[str, object] = {}
-    env = {
-        "ANSIBLE_CONFIG": str(project.ansible_cfg),
-        "PATH": os.pathsep.join([str(ansible_bin), os.environ.get("PATH", "")]),
-        # The stdout artifact is for people reading it later, not for a terminal.
-        "ANSIBLE_NOCOLOR": "1",
-    }
+    cancel = Cancel()
+    if request.extra_vars:
+        write_extravars(run_dir, request.extra_vars)
     kwargs = {
         "private_data_dir": str(run_dir.runner_dir),
         "project_dir": str(project.root),
@@ -92,10 +110,12 @@ def run_playbook(
         "inventory": [str(p) for p in request.inventories],
         "limit": request.limit,
         "tags": request.tags,
-        "extravars": request.extra_vars or None,
         "cmdline": _cmdline(request) or None,
         "verbosity": request.verbosity or None,
         "envvars": env,
+        # Settings, env vars and the command line are handed over in memory, not written
+        # under runner/env/ (the extra vars: write_extravars).
+        "suppress_env_files": True,
         "ident": ARTIFACT_IDENT,
         # ansible-runner joins this onto its artifact dir; an absolute path puts the
         # fact cache at runs/<ts>/facts (it would override ANSIBLE_CACHE_PLUGIN_CONNECTION).
@@ -104,41 +124,118 @@ def run_playbook(
         # A short poll so a cancel takes effect within a second, not pexpect's default 5.
         "settings": {"pexpect_timeout": 1},
         "quiet": True,
-        "event_handler": collector.handle,
-        "cancel_callback": cancel.is_set,
+        "event_handler": cancel.watching(collector.handle),
+        "status_handler": _minimal_env,
+        "cancel_callback": cancel.due,
     }
-
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            box["runner"] = ansible_runner.run(**kwargs)
-        except BaseException as exc:  # surfaced below as a message, not a thread traceback
-            box["error"] = exc
-        finally:
-            done.set()
-
+    crashed: list[BaseException] = []
     started = datetime.now(UTC)
-    threading.Thread(target=work, name="ansible-runner", daemon=True).start()
-    interrupted = False
-    # Event.wait, not Thread.join: on Python 3.11 a join interrupted by Ctrl-C can leave
-    # is_alive() False while the thread still runs.
-    while not done.is_set():
+    with _thread_errors(crashed):
         try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            # Further Ctrl-C presses only repeat the request; the kill is already coming.
-            interrupted = True
-            cancel.set()
+            thread, runner = ansible_runner.run_async(**kwargs)
+        except Exception as exc:  # ansible-runner's setup, before anything ran
+            raise GpuhostError(f"ansible-runner could not run the playbook: {exc}") from None
+        interrupted_by = _wait(thread, cancel)
     finished = datetime.now(UTC)
-    if "error" in box:
-        raise GpuhostError(f"ansible-runner could not run the playbook: {box['error']}")
-    runner = box["runner"]
+    if crashed:
+        raise GpuhostError(f"ansible-runner could not run the playbook: {crashed[0]}")
     return RunOutcome(
         rc=runner.rc if isinstance(runner.rc, int) else -1,
         runner_status=str(runner.status),
         started_at=started,
         finished_at=finished,
         collector=collector,
-        interrupted=interrupted or runner.status == "canceled",
+        interrupted=bool(interrupted_by) or runner.status == "canceled",
+        interrupted_by=interrupted_by,
     )
+
+
+class Cancel:
+    """Stops ansible-playbook the way Ansible wants to be stopped, then harder.
+
+    ansible-runner's own cancel SIGKILLs ansible-playbook's process group, but Ansible's
+    workers run in sessions of their own (WorkerProcess calls setsid), so a task in flight
+    would go on without its parent. On a cancel request gpuhost sends ansible-playbook
+    SIGTERM, which Ansible forwards to its workers before it ends; only if it is still
+    there after GRACE_S does ansible-runner's kill follow. ansible-playbook's pid is the
+    `pid` of the events it emits.
+    """
+
+    GRACE_S = 15.0
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.requested_at: float | None = None
+        self.signalled = False
+
+    def watching(self, handler: Callable[[dict], bool]) -> Callable[[dict], bool]:
+        def handle(event: dict) -> bool:
+            if self.pid is None and isinstance(event.get("pid"), int):
+                self.pid = event["pid"]
+            return handler(event)
+
+        return handle
+
+    def request(self) -> None:
+        if self.requested_at is None:
+            self.requested_at = time.monotonic()
+
+    def due(self) -> bool:
+        """ansible-runner's cancel_callback (polled each second from its thread): True
+        when ansible-runner should kill the process group now."""
+        if self.requested_at is None:
+            return False
+        if self.pid is not None and not self.signalled:
+            self.signalled = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+        return time.monotonic() - self.requested_at > self.GRACE_S
+
+
+def _wait(thread: threading.Thread, cancel: Cancel) -> str:
+    """Wait for ansible-runner's thread; Ctrl-C, SIGTERM or SIGHUP (signals.py) ask it to
+    cancel. Returns the first signal's name, or "" when none came.
+
+    Polls is_alive() instead of join(): on Python 3.11 a join interrupted by Ctrl-C can leave
+    is_alive() False while the thread still runs.
+    """
+    interrupted_by = ""
+    while thread.is_alive():
+        try:
+            time.sleep(0.2)
+        except KeyboardInterrupt as exc:
+            # Further signals only repeat the request; the kill is already coming.
+            interrupted_by = interrupted_by or signals.name_of(exc)
+            cancel.request()
+    return interrupted_by
+
+
+def _minimal_env(status: dict, runner_config: object) -> None:
+    """ansible-runner's status_handler. On `starting`, before it writes the `command`
+    artifact and starts ansible-playbook, the environment it built (the caller's whole
+    environment plus its own and ours) is cut down to ours (environment.py) and what
+    ansible-runner set itself."""
+    if status.get("status") != "starting":
+        return
+    env = runner_config.env
+    for key in list(env):
+        inherited = key in os.environ and env[key] == os.environ[key]
+        if inherited and not environment.kept(key):
+            del env[key]
+
+
+@contextmanager
+def _thread_errors(found: list[BaseException]) -> Iterator[None]:
+    """An exception in ansible-runner's thread is kept for a message, not printed as a
+    thread traceback."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None:
+            found.append(args.exc_value)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous

@@ -1,4 +1,5 @@
-"""The end-of-run summary on stdout: per-host table, then what a person must act on."""
+"""The end-of-run summary on stdout: per-host table, then what a person must act on, and the
+views of single commands (drift, rollout, verification, bench)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuhost import bench, findings
 from gpuhost.events import COUNTERS
+from gpuhost.report import bench_points
+from gpuhost.runfacts import Run
 
 _STYLE = {"changed": "yellow", "failed": "red", "unreachable": "red", "ok": "green"}
 _DIFF_STYLE = {"+": "green", "-": "red", "@": "cyan"}
@@ -121,3 +125,111 @@ def print_summary(console: Console, report: dict, *, show_changes: bool) -> None
     if show_changes and report["hosts"]:
         print_changes(console, report, with_diff=report["check"])
     print_problems(console, report)
+
+
+# ---- the views of one command each: check (drift), update/rollback, verify, bench -------
+
+_STATE_STYLE = {
+    "updated": "green",
+    "unchanged": "green",
+    "would_update": "yellow",
+    "restored": "yellow",
+    "rolled_back": "bold red",
+    "failed": "bold red",
+    "not_reached": "yellow",
+}
+
+
+def print_rollout(console: Console, section: dict[str, dict]) -> None:
+    """gpuhost update/rollback: per host its state and which config it runs."""
+    if not section:
+        return
+    table = report_table("Rollout")
+    table.add_column("host", no_wrap=True)
+    table.add_column("state")
+    table.add_column("runs config")
+    table.add_column("config hash")
+    table.add_column("before")
+    for host, row in section.items():
+        table.add_row(
+            host,
+            Text(row["state"], style=_STATE_STYLE.get(row["state"], "")),
+            row["runs"],
+            row.get("config") or "-",
+            row.get("previous") or "-",
+        )
+    console.print(table)
+
+
+def print_drift(console: Console, drift: dict[str, list[dict]]) -> None:
+    """One line per host, doctor style: DRIFT with the differing tasks, or OK."""
+    console.print(Text("Drift (check-mode diff against the inventory):", style="bold"))
+    width = max((len(host) for host in drift), default=0)
+    for host, items in drift.items():
+        if items:
+            line = Text.assemble(
+                ("DRIFT", "bold red"),
+                f"  {host:<{width}}  {len(items)} difference(s) from the "
+                "inventory: " + "; ".join(i["task"] for i in items),
+            )
+        else:
+            line = Text.assemble(("OK   ", "green"), f"  {host:<{width}}  matches the inventory")
+        console.print(line, soft_wrap=True)
+
+
+def print_verify(console: Console, run: Run) -> None:
+    """gpuhost verify: per host its verify findings and the known-answer questions."""
+    for host in run.hosts:
+        verify = run.facts.get(host, {}).get("gpuhost_verify")
+        if not verify:
+            continue
+        server = verify.get("server") or {}
+        standin = " - STAND-IN server (a test double, not SGLang)" if server.get("standin") else ""
+        console.print(Text(f"Verification of {host}{standin}", style="bold"))
+        findings.print_findings(console, {host: findings.normalize(verify.get("findings") or [])})
+        for q in verify.get("questions") or []:
+            mark = (
+                Text("pass", style="green") if q.get("passed") else Text("FAIL", style="bold red")
+            )
+            got = " ".join(str(q.get("error") or q.get("got") or "").split())[:100]
+            console.print(
+                Text.assemble(
+                    "  ", mark, f"  {q.get('prompt')}  expected {q.get('expected')!r}, got {got!r}"
+                ),
+                soft_wrap=True,
+            )
+
+
+def print_bench(console: Console, host: str, run: Run, data: dict) -> None:
+    """gpuhost bench: one host's points and their comparison with the baseline."""
+    standin = (run.facts.get(host, {}).get("gpuhost_sglang") or {}).get("standin")
+    title = f"bench_serving on {host}" + (
+        " (against the STAND-IN, a test double)" if standin else ""
+    )
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, header_style="bold")
+    for _, name, _ in bench.COLUMNS:
+        table.add_column(name, justify="right")
+    for point in bench_points(run, host):
+        table.add_row(*point.row())
+    console.print(table)
+    comparisons = [
+        bench.Comparison(
+            **{
+                **c,
+                "expected_range": tuple(c["expected_range"]) if c.get("expected_range") else None,
+            }
+        )
+        for c in data["comparisons"]
+    ]
+    if not comparisons:
+        console.print(Text("  no baseline point at these lengths and levels", style="dim"))
+        return
+    table = Table(
+        title="against the baseline", title_justify="left", box=box.SIMPLE_HEAD, header_style="bold"
+    )
+    for name in bench.COMPARISON_HEADER:
+        table.add_column(name, justify="right")
+    for c in comparisons:
+        row = bench.comparison_row(c)
+        table.add_row(*row[:-1], Text(row[-1], style="bold red" if c.regression else "green"))
+    console.print(table)

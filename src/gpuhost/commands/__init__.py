@@ -1,0 +1,35 @@
+"""The gpuhost commands: one module per command, listed once in REGISTRY.
+
+A command module has
+    add_arguments(parser: argparse.ArgumentParser) -> None
+    run(args: argparse.Namespace, ctx: base.Context) -> int   the exit code
+    NAME: str     the subcommand (`gpuhost NAME ...`); default: the module's name
+    HELP: str     one line for `gpuhost --help`; default: its docstring's first line
+
+To add a command: write gpuhost/commands/<name>.py (base.py has the shared options and the
+run/record/summary steps) and add "<name>" to REGISTRY; a module elsewhere is listed by its
+full name ("gpuhost.thing").
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# The order is the order of `gpuhost --help`.
+REGISTRY = ("provision", "check", "verify", "bench", "report", "update", "rollback")
+
+
+def load() -> list[ModuleType]:
+    return [
+        importlib.import_module(name if "." in name else f"{__name__}.{name}") for name in REGISTRY
+    ]
+
+
+def name_of(command: ModuleType) -> str:
+    return getattr(command, "NAME", command.__name__.rsplit(".", 1)[-1])
+
+
+def help_of(command: ModuleType) -> str:
+    doc = (command.__doc__ or "").strip().splitlines()
+    return getattr(command, "HELP", doc[0] if doc else "")

@@ -1,0 +1,75 @@
+"""The project's one secret-name list and its recursive redaction
+(plugins/module_utils/gpuhost_secrets.py), and the CLI's use of that same module."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from gpuhost import record, redaction
+
+SECRETS_FILE = (
+    Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "gpuhost_secrets.py"
+)
+
+
+def test_the_cli_uses_the_plugins_list():
+    spec = importlib.util.spec_from_file_location("secrets_under_test", SECRETS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert redaction.SECRET_NAME.pattern == module.SECRET_NAME.pattern
+    assert Path(redaction.redact.__code__.co_filename).resolve() == SECRETS_FILE
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hf_token",
+        "HF_TOKEN",
+        "GPUHOST_SGLANG_API_KEY",
+        "sglang_server_api_key",
+        "sglang_router_admin_key",
+        "api-key",
+        "password",
+        "vault_passphrase",
+        "client_secret",
+        "private_key",
+        "aws_credentials",
+        "key",
+        "ssh_key_file",
+    ],
+)
+def test_secret_names(name):
+    assert redaction.is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["model", "cuda_keyring_url", "monkey", "served_model_name"])
+def test_plain_names(name):
+    assert not redaction.is_secret_name(name)
+
+
+def test_redaction_is_recursive():
+    data = {
+        "model_cache": {"hf_token": "hf_x", "repo": "org/m"},
+        "routers": [{"url": "http://r", "admin_key": "sk-1"}],
+        "gpuhost_sglang": {"api_key_set": True, "api_key": None},
+        "bench": {"total_output_tokens": 1234},
+    }
+    assert redaction.redact(data) == {
+        "model_cache": {"hf_token": "<redacted>", "repo": "org/m"},
+        "routers": [{"url": "http://r", "admin_key": "<redacted>"}],
+        "gpuhost_sglang": {"api_key_set": True, "api_key": None},
+        "bench": {"total_output_tokens": 1234},
+    }
+
+
+def test_typed_variables_hide_every_secret_value_at_any_depth():
+    typed = {"password": 1234, "outer": {"pin_passphrase": 42, "count": 3}}
+    assert record.redact_vars(typed) == {
+        "password": "<redacted>",
+        "outer": {"pin_passphrase": "<redacted>", "count": 3},
+    }
+    argv = ["-e", '{"outer": {"hf_token": "deep"}}']
+    assert record.redact_argv(argv)[1] == '{"outer": {"hf_token": "<redacted>"}}'
