@@ -263,7 +263,7 @@ UV_NO_NETWORK = """error: Failed to install cpython-3.11.14-linux-x86_64-gnu
 
 
 def test_install_error_says_what_to_do():
-    msg = pe.python_install_error("3.11", INSTALL_DIR, "", UV_NO_NETWORK)
+    msg = pe.python_install_error("3.11", INSTALL_DIR, "", "warning: a note\n" + UV_NO_NETWORK)
     assert msg == (
         "python_env_python_source: managed: uv could not install Python 3.11 into "
         "/opt/gpuhost/python from python-build-standalone's GitHub releases (Failed to install "
@@ -424,3 +424,62 @@ def test_filter_plugin_digest_is_the_files():
 def test_missing_lock_file_names_the_variable(tmp_path):
     with pytest.raises(pe.LockError, match=r"python_env_lock_file: .*nope\.txt is not a file"):
         pe.select_lock("cu128", ALL_LOCK_FILES, str(tmp_path / "nope.txt"))
+
+
+def _probe_module():
+    spec = importlib.util.spec_from_file_location(
+        "gpuhost_python_env_probe_module", ROOT / "plugins/modules/gpuhost_python_env_probe.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Runner:
+    """Stands in for AnsibleModule.run_command (the probe's only use of the module)."""
+
+    def run_command(self, argv):
+        import subprocess
+
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+
+def _fake_python(path: Path, version: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho {version}\n")
+    path.chmod(0o755)
+
+
+def test_probe_finds_the_newest_managed_python_in_uvs_layout(tmp_path):
+    # uv's layout (uv 0.9.30, `uv python install --install-dir D 3.11`, seen here):
+    # D/cpython-3.11.7-linux-x86_64-gnu/bin/python3.11; uv may add a cpython-3.11-<platform>
+    # link and free-threaded builds, which the probe leaves out.
+    _fake_python(tmp_path / "cpython-3.11.7-linux-x86_64-gnu/bin/python3.11", "3.11.7")
+    _fake_python(tmp_path / "cpython-3.11.14-linux-x86_64-gnu/bin/python3.11", "3.11.14")
+    _fake_python(
+        tmp_path / "cpython-3.11.15+freethreaded-linux-x86_64-gnu/bin/python3.11", "3.11.15"
+    )
+    _fake_python(tmp_path / "cpython-3.12.9-linux-x86_64-gnu/bin/python3.12", "3.12.9")
+    (tmp_path / "cpython-3.11-linux-x86_64-gnu").symlink_to(
+        tmp_path / "cpython-3.11.7-linux-x86_64-gnu"
+    )
+    probe = _probe_module()
+    path, version = probe._managed_python(_Runner(), str(tmp_path), "3.11")
+    assert (path, version) == (
+        str(tmp_path / "cpython-3.11.14-linux-x86_64-gnu/bin/python3.11"),
+        "3.11.14",
+    )
+    assert probe._managed_python(_Runner(), str(tmp_path), "3.10") == ("", "")
+    assert probe._managed_python(_Runner(), None, "3.11") == ("", "")
+
+
+def test_probe_reads_the_venvs_home(tmp_path):
+    (tmp_path / "pyvenv.cfg").write_text(
+        "home = /opt/gpuhost/python/cpython-3.11.7-linux-x86_64-gnu/bin\nimplementation = CPython\n"
+    )
+    probe = _probe_module()
+    assert (
+        probe._venv_home(str(tmp_path)) == "/opt/gpuhost/python/cpython-3.11.7-linux-x86_64-gnu/bin"
+    )
+    assert probe._venv_home(str(tmp_path / "none")) == ""

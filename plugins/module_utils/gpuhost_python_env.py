@@ -241,7 +241,8 @@ def python_install_error(version: str, install_dir: str, mirror: str, stderr: st
     """The message when uv cannot install the managed interpreter (no download reachable)."""
     lines = [line.strip() for line in str(stderr).splitlines() if line.strip()]
     causes = [line.removeprefix("Caused by:").strip() for line in lines if "Caused by" in line]
-    first = next((line.removeprefix("error:").strip() for line in lines), "no output")
+    errors = [line for line in lines if line.startswith("error:")] or lines
+    first = errors[0].removeprefix("error:").strip() if errors else "no output"
     why = f"{first}: {causes[-1]}" if causes else first
     source = (
         f"the mirror {mirror} (python_env_python_install_mirror)"
