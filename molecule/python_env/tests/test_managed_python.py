@@ -8,7 +8,7 @@ SERVICE_USER = "gpuhost"
 INSTALL_DIR = "/opt/gpuhost/python"
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _debian_13_only(host):
     if "managed_python" not in host.ansible.get_variables()["group_names"]:
         pytest.skip("only the Debian 13 host tries python_env_python_source: managed")

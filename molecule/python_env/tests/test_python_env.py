@@ -39,7 +39,7 @@ def _normal(name):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def _synced_host_only(host):
     # The Debian 13 host (group managed_python) never gets a venv: test_managed_python.py.
     if "gpu_hosts" not in host.ansible.get_variables()["group_names"]:
