@@ -25,6 +25,7 @@ targets hold (uv >= 3x faster than pip, no-op <= 2 s), 1 when not, 2 on a setup 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -36,8 +37,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import project_tools  # noqa: E402  (the one helper that finds the project's tools)
+# The one helper that finds the project's tools, loaded by its path (no sys.path edits).
+_spec = importlib.util.spec_from_file_location("project_tools", REPO / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
 
 SCRIPT = "bench/python_env.py"
 DEFAULT_LOCK = REPO / "locks" / "sglang-0.5.10.post1-cu128.txt"

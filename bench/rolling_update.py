@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import importlib.util
 import json
 import os
 import subprocess
@@ -40,8 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import project_tools  # noqa: E402  (the one helper that finds the project's tools)
+# The one helper that finds the project's tools, loaded by its path (no sys.path edits).
+_spec = importlib.util.spec_from_file_location("project_tools", REPO / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
 
 SCRIPT = "bench/rolling_update.py"
 # What the bench runs: molecule (which calls ansible-config and ansible-playbook), the

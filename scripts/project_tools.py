@@ -9,9 +9,12 @@ first (exit 2), never in a traceback from deep inside a subprocess call.
 
 Python scripts:
 
-    sys.path.insert(0, str(REPO / "scripts"))
-    import project_tools
+    helper = REPO / "scripts" / "project_tools.py"
+    spec = importlib.util.spec_from_file_location("project_tools", helper)
+    project_tools = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(project_tools)
     project_tools.setup("bench/x.py", ["molecule", "gpuhost", "docker-daemon"])
+    project_tools.setup_check_done("bench/x.py")
 
 Shell scripts (stdlib only, so the system python3 runs it):
 
@@ -46,6 +49,7 @@ HINTS = {
 VENV_TOOLS = frozenset(
     {
         "ansible",
+        "ansible-builder",
         "ansible-config",
         "ansible-galaxy",
         "ansible-lint",

@@ -427,12 +427,9 @@ def test_missing_lock_file_names_the_variable(tmp_path):
 
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location(
-        "gpuhost_python_env_probe_module", ROOT / "plugins/modules/gpuhost_python_env_probe.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from ansible_collections.gpuhost.gpu.plugins.modules import python_env_probe
+
+    return python_env_probe
 
 
 class _Runner:

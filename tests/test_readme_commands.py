@@ -7,18 +7,19 @@ tested the day it is written down."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-import project_tools  # noqa: E402
+_spec = importlib.util.spec_from_file_location("project_tools", ROOT / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
 
 DOCS = [
     ROOT / "README.md",
