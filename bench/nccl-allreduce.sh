@@ -5,6 +5,8 @@
 #   bench/nccl-allreduce.sh [OUT.json] [extra ansible-playbook args, e.g. -e nccl_verify_python=...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The project's venv first on PATH (no activated venv needed), or one line on what to run.
+eval "$(python3 scripts/project_tools.py bench/nccl-allreduce.sh ansible-playbook || echo exit 2)"
 out="${1:-.cache/nccl-bench.json}"
 shift || true
 mkdir -p "$(dirname "$out")"

@@ -15,14 +15,17 @@ not the network. Prints each wall time, the pip/uv ratio and the no-op time.
 
     bench/python_env.py [--lock locks/sglang-0.5.10.post1-cu128.txt] [--workdir DIR]
 
-Needs ~20 GB free in --workdir (pip's cache and the copied venvs; removed at the end), uv
-on PATH (make venv), and the lock's Python (3.11) on the machine. Exit status 0 when the
-targets hold (uv >= 3x faster than pip, no-op <= 2 s), 1 when not, 2 on a setup error.
+Needs ~20 GB free in --workdir (pip's cache and the copied venvs; removed at the end), the
+project's venv (make venv: uv, ansible-playbook; found by scripts/project_tools.py, no
+activated venv needed) and the lock's Python (3.11) on the machine. Exit status 0 when the
+targets hold (uv >= 3x faster than pip, no-op <= 2 s), 1 when not, 2 on a setup error
+(one line saying what is missing). GPUHOST_SETUP_CHECK=1 stops after the setup check.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -34,6 +37,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# The one helper that finds the project's tools, loaded by its path (no sys.path edits).
+_spec = importlib.util.spec_from_file_location("project_tools", REPO / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
+
+SCRIPT = "bench/python_env.py"
 DEFAULT_LOCK = REPO / "locks" / "sglang-0.5.10.post1-cu128.txt"
 SPEEDUP_TARGET = 3.0
 NOOP_TARGET_S = 2.0
@@ -79,7 +88,8 @@ def python_for(lock: Path) -> str:
     for candidate in (f"/usr/bin/python{version}", shutil.which(f"python{version}")):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
-    raise SystemExit(f"bench: no python{version} for {lock.name}")
+    print(f"{SCRIPT}: needs python{version} for {lock.name}; install it first", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def uv_install(uv: str, python: str, lock: Path, venv: Path, env: dict) -> float:
@@ -123,10 +133,8 @@ def role_noop(work: Path, venv: Path, lock: Path, python: str) -> tuple[float, f
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
     }
-    bin_dir = str(Path(sys.executable).parent)
-    env["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     cmd = [
-        f"{bin_dir}/ansible-playbook",
+        "ansible-playbook",
         "-i",
         "localhost,",
         "-e",
@@ -154,11 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp"))
     parser.add_argument("--skip-copy", action="store_true", help="leave out the copy-mode run")
     args = parser.parse_args(argv)
-    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
-    if not uv or not args.lock.is_file():
-        print("bench: needs uv (make venv) and an existing --lock", file=sys.stderr)
+    project_tools.setup(SCRIPT, ["uv", "ansible-playbook"])
+    uv = shutil.which("uv")
+    if not args.lock.is_file():
+        print(
+            f"{SCRIPT}: --lock {args.lock} is not a file; make lock writes locks/", file=sys.stderr
+        )
         return 2
     python = python_for(args.lock)
+    project_tools.setup_check_done(SCRIPT)
     args.workdir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpuhost-bench-python-env-", dir=args.workdir))
     pip_cache = work / "pip-cache"

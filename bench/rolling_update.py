@@ -21,12 +21,16 @@ Usage:
   bench/rolling_update.py                  # molecule create+converge, bench, destroy
   bench/rolling_update.py --keep           # leave the scenario up afterwards
   bench/rolling_update.py --inventory DIR  # an already converged rolling_update scenario
+
+It finds the project's tools itself (scripts/project_tools.py): run it with the venv's
+python, no activated venv needed. GPUHOST_SETUP_CHECK=1 stops after the setup check.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import importlib.util
 import json
 import os
 import subprocess
@@ -37,6 +41,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# The one helper that finds the project's tools, loaded by its path (no sys.path edits).
+_spec = importlib.util.spec_from_file_location("project_tools", REPO / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
+
+SCRIPT = "bench/rolling_update.py"
+# What the bench runs: molecule (which calls ansible-config and ansible-playbook), the
+# gpuhost CLI, and docker with the base image the scenario's containers start from.
+REQUIRES = [
+    "molecule",
+    "ansible-config",
+    "ansible-playbook",
+    "gpuhost",
+    "docker-daemon",
+    "image:gpuhost/debian:12",
+    "image:gpuhost/debian:13",
+]
 SCENARIO = "rolling_update"
 ROUTER = ("127.0.0.1", 38100)
 ROUTER_ADMIN_KEY = "gpuhost-test-routerkey-3c1f9a"  # molecule/rolling_update host_vars
@@ -170,11 +191,10 @@ def router_workers() -> list[dict]:
 
 def gpuhost(command: str, inventory: Path, runs: Path, *args: str) -> tuple[int, float, dict]:
     """The real CLI: `gpuhost COMMAND -i INV ARGS --json`; returns rc, seconds, report."""
-    gpuhost = Path(sys.executable).parent / "gpuhost"
     env = {**os.environ, "GPUHOST_RUNS_DIR": str(runs), "MOLECULE_PROJECT_DIRECTORY": str(REPO)}
     started = time.monotonic()
     proc = subprocess.run(
-        [str(gpuhost), command, "-i", str(inventory), *args, "--json"],
+        ["gpuhost", command, "-i", str(inventory), *args, "--json"],
         text=True,
         capture_output=True,
         env=env,
@@ -315,9 +335,8 @@ def rc_ok(phase: dict, state: str) -> bool:
 
 def molecule(action: str) -> None:
     print(f"bench: molecule {action} -s {SCENARIO} ...", file=sys.stderr, flush=True)
-    molecule_bin = Path(sys.executable).parent / "molecule"
     proc = subprocess.run(
-        [str(molecule_bin), action, "-s", SCENARIO],
+        ["molecule", action, "-s", SCENARIO],
         cwd=REPO,
         text=True,
         capture_output=True,
@@ -375,6 +394,8 @@ def main() -> int:
     args = parser.parse_args()
     if not 1 <= args.concurrency <= 16 or not 10 <= args.max_seconds <= 900:
         parser.error("--concurrency 1-16 and --max-seconds 10-900 keep the load bounded")
+    project_tools.setup(SCRIPT, REQUIRES)
+    project_tools.setup_check_done(SCRIPT)
     own = args.inventory is None
     if own:
         molecule("create")

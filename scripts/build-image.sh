@@ -14,6 +14,7 @@ case "$suite" in
 esac
 
 here=$(cd "$(dirname "$0")" && pwd)
+eval "$(python3 "$here/project_tools.py" scripts/build-image.sh docker-daemon || echo exit 2)"
 recipe_hash=$(sha256sum "$here/build-image.sh" | cut -c1-12)
 image="gpuhost/debian:${number}"
 stamp="gpuhost/debian:${number}-${recipe_hash}"
@@ -28,6 +29,7 @@ fi
 # Ansible, python3-apt for the apt module, sudo for become, and the usual base tools.
 packages=systemd,systemd-sysv,dbus,python3,python3-apt,sudo,ca-certificates,iproute2,procps,gnupg,curl,kmod,pciutils,udev
 
+eval "$(python3 "$here/project_tools.py" scripts/build-image.sh debootstrap || echo exit 2)"
 rootfs=$(mktemp -d /var/tmp/gpuhost-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 echo "build-image: debootstrap $suite into $rootfs (a few minutes)"

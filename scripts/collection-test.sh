@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-bin="$repo/.venv/bin"
+eval "$(python3 scripts/project_tools.py scripts/collection-test.sh ansible-galaxy ansible-playbook \
+  ansible-builder || echo exit 2)"
+bin=$(dirname "$(command -v ansible-galaxy)")
 out="$repo/.cache/collection"
 rm -rf "$out" && mkdir -p "$out/installed" "$out/run"
 

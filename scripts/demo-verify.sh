@@ -4,6 +4,7 @@
 # in the sandbox is the STAND-IN (tests/standin/sglang_standin.py, a test double: no GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+eval "$(python3 scripts/project_tools.py scripts/demo-verify.sh gpuhost uv docker-daemon || echo exit 2)"
 
 name=${1:-gpuhost-sandbox}
 unit=/etc/systemd/system/sglang-server.service

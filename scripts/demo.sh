@@ -4,8 +4,10 @@
 # one say so and skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The CLI lives in the project venv (make venv); make exports this too.
-export PATH="$PWD/.venv/bin:$PATH"
+# The CLI lives in the project venv (make venv; make demo runs it): put it first on PATH,
+# or say in one line what to run first.
+eval "$(python3 scripts/project_tools.py scripts/demo.sh gpuhost docker-daemon image:gpuhost/debian:12 ||
+  echo exit 2)"
 
 name=gpuhost-sandbox
 image=gpuhost/debian:12

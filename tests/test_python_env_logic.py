@@ -128,12 +128,156 @@ def test_lock_info_rejects_what_make_lock_would_not_write(text, message):
         pe.lock_info(text, "x.txt")
 
 
-def test_python_mismatch_on_trixie():
-    assert pe.python_mismatch("3.11", "3.11.2") is None
-    assert pe.python_mismatch(None, "3.13.5") is None
-    msg = pe.python_mismatch("3.11", "3.13.5")
-    assert msg.startswith("python_env_python: 3.13.5 does not match the lock")
-    assert "LOCK_PYTHON=3.13" in msg
+INSTALL_DIR = "/opt/gpuhost/python"
+LOCK_NAME_DEFAULT = "sglang-0.5.10.post1-cu128.txt"
+
+
+def choose(source, host_version, lock_python="3.11", **managed):
+    return pe.choose_python(
+        source,
+        "/usr/bin/python3",
+        host_version,
+        lock_python,
+        LOCK_NAME_DEFAULT,
+        INSTALL_DIR,
+        **managed,
+    )
+
+
+def test_choice_system_python_that_fits():
+    got = choose("system", "3.11.2")
+    assert got["error"] == ""
+    assert (got["source"], got["python"], got["version"], got["install"]) == (
+        "system",
+        "/usr/bin/python3",
+        "3.11",
+        False,
+    )
+    assert (
+        got["reason"] == "the host's Python 3.11.2 (/usr/bin/python3) fits the lock (Python 3.11)"
+    )
+
+
+def test_choice_system_python_on_debian_13_says_what_to_do():
+    got = choose("system", "3.13.5")
+    assert got["error"] == (
+        "python_env_python: /usr/bin/python3 is Python 3.13.5, but the lock "
+        "sglang-0.5.10.post1-cu128.txt was resolved for Python 3.11 and not every package in it "
+        "has a wheel for 3.13; allowed: python_env_python_source: managed (uv installs Python "
+        "3.11 under /opt/gpuhost/python), python_env_python pointing at a Python 3.11 "
+        "interpreter, or a lock resolved for 3.13 (make lock LOCK_PYTHON=3.13) given as "
+        "python_env_lock_file"
+    )
+
+
+def test_choice_system_python_that_does_not_run():
+    got = choose("system", "")
+    assert got["error"].startswith("python_env_python: /usr/bin/python3 does not run on this host")
+    assert "python_env_python_source: managed" in got["error"]
+
+
+def test_choice_system_with_a_lock_that_names_no_python():
+    # A hand-made lock without uv's header: nothing to compare with, the host's Python it is.
+    got = choose("system", "3.13.5", lock_python=None)
+    assert (got["error"], got["version"]) == ("", "3.13")
+
+
+def test_choice_managed_on_debian_13_installs_the_locks_python():
+    got = choose("managed", "3.13.5")
+    assert got["error"] == ""
+    assert (got["source"], got["version"], got["python"], got["install"]) == (
+        "managed",
+        "3.11",
+        "",
+        True,
+    )
+    assert got["reason"] == (
+        "python_env_python_source: managed: uv installs Python 3.11 under /opt/gpuhost/python "
+        "(the host's is 3.13.5)"
+    )
+
+
+def test_choice_managed_already_installed_is_used_as_is():
+    python = f"{INSTALL_DIR}/cpython-3.11.14-linux-x86_64-gnu/bin/python3.11"
+    got = choose("managed", "3.13.5", managed_python=python, managed_version="3.11.14")
+    assert (got["python"], got["python_version"], got["install"]) == (python, "3.11.14", False)
+    # One of another minor version (a lock that moved to 3.12) is not the lock's: install.
+    got = choose("managed", "3.13.5", "3.12", managed_python=python, managed_version="3.11.14")
+    assert (got["python"], got["version"], got["install"]) == ("", "3.12", True)
+
+
+def test_choice_errors_name_the_variable():
+    assert choose("managed", "3.13.5", lock_python=None)["error"].startswith(
+        "python_env_python_source: managed needs the lock's Python version, and "
+        "sglang-0.5.10.post1-cu128.txt does not name one"
+    )
+    assert choose("conda", "3.11.2")["error"] == (
+        "python_env_python_source: got 'conda'; allowed: system, managed"
+    )
+
+
+def test_choice_sources_are_the_argument_specs_choices():
+    specs = yaml.safe_load((ROOT / "roles/python_env/meta/argument_specs.yml").read_text())
+    option = specs["argument_specs"]["main"]["options"]["python_env_python_source"]
+    assert tuple(option["choices"]) == pe.PYTHON_SOURCES
+    defaults = yaml.safe_load((ROOT / "roles/python_env/defaults/main.yml").read_text())
+    assert defaults["python_env_python_source"] == option["default"] == "system"
+
+
+def test_uv_python_install_command_line():
+    cmd = pe.python_install_command("/opt/gpuhost/uv/bin/uv", "3.11", INSTALL_DIR)
+    assert cmd["argv"] == [
+        "/opt/gpuhost/uv/bin/uv",
+        "python",
+        "install",
+        "--no-bin",
+        "--install-dir",
+        "/opt/gpuhost/python",
+        "3.11",
+    ]
+    # Root installs: nothing read from or written to the service account's uv cache, and the
+    # one explicit download allowed (every other uv call of the role has "never").
+    assert cmd["env"] == {
+        "UV_PYTHON_DOWNLOADS": "manual",
+        "UV_PYTHON_INSTALL_DIR": "/opt/gpuhost/python",
+        "UV_NO_CACHE": "1",
+        "UV_NATIVE_TLS": "1",
+        "UV_NO_PROGRESS": "1",
+    }
+    mirrored = pe.python_install_command("uv", "3.11", INSTALL_DIR, "https://mirror.example/pbs")
+    assert mirrored["argv"][-3:] == ["--mirror", "https://mirror.example/pbs", "3.11"]
+    find = pe.python_find_command("uv", "3.11", INSTALL_DIR)
+    assert find["argv"] == ["uv", "python", "find", "--managed-python", "--no-project", "3.11"]
+    assert find["env"]["UV_PYTHON_DOWNLOADS"] == "never"
+
+
+# uv 0.9.30's own words, run here with no route to GitHub (`uv python install --no-bin
+# --install-dir /tmp/x 3.11`), trimmed to the lines that matter.
+UV_NO_NETWORK = """error: Failed to install cpython-3.11.14-linux-x86_64-gnu
+  Caused by: Request failed after 3 retries
+  Caused by: Failed to download https://github.com/astral-sh/python-build-standalone/releases/download/20260203/cpython-3.11.14%2B20260203-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz
+  Caused by: client error (Connect)
+  Caused by: dns error
+  Caused by: failed to lookup address information: Name or service not known
+"""
+
+
+def test_install_error_says_what_to_do():
+    msg = pe.python_install_error("3.11", INSTALL_DIR, "", "warning: a note\n" + UV_NO_NETWORK)
+    assert msg == (
+        "python_env_python_source: managed: uv could not install Python 3.11 into "
+        "/opt/gpuhost/python from python-build-standalone's GitHub releases (Failed to install "
+        "cpython-3.11.14-linux-x86_64-gnu: failed to lookup address information: Name or "
+        "service not known). Either pre-install a Python 3.11 on the host and set "
+        "python_env_python_source: system with python_env_python pointing at it (e.g. "
+        "/usr/bin/python3.11), or set python_env_python_install_mirror to a mirror of "
+        "python-build-standalone's releases this host can reach (uv's UV_PYTHON_INSTALL_MIRROR)"
+    )
+    mirrored = pe.python_install_error("3.11", INSTALL_DIR, "http://127.0.0.1:9/pbs", "")
+    assert (
+        "from the mirror http://127.0.0.1:9/pbs (python_env_python_install_mirror) (no output)"
+        in mirrored
+    )
 
 
 SHA = "a" * 64
@@ -161,6 +305,41 @@ def test_venv_needs_clear():
     assert pe.venv_needs_clear({"venv_exists": True, "venv_python_version": ""})
     assert pe.venv_needs_clear({**GOOD, "venv_python_version": "3.13.0"})
     assert not pe.venv_needs_clear(GOOD)
+
+
+MANAGED_HOME = f"{INSTALL_DIR}/cpython-3.11-linux-x86_64-gnu/bin"
+DEB13 = {"venv_exists": True, "python_version": "3.13.5", "venv_python_version": "3.11.14"}
+
+
+@pytest.mark.parametrize(
+    ("probe", "source", "reason"),
+    [
+        # Debian 13 with the managed Python: the host's 3.13 is not what the venv must run.
+        ({**DEB13, "venv_home": MANAGED_HOME}, "managed", None),
+        (
+            {**DEB13, "venv_python_version": "3.13.5", "venv_home": "/usr/bin"},
+            "managed",
+            "venv runs Python 3.13, the selected one is 3.11",
+        ),
+        # Debian 12 switching source either way rebuilds the venv from the other interpreter.
+        (
+            {**GOOD, "venv_home": "/usr/bin"},
+            "managed",
+            "venv built from /usr/bin, not uv's managed Python",
+        ),
+        (
+            {**GOOD, "venv_home": MANAGED_HOME},
+            "system",
+            "venv built from uv's managed Python, python_env_python_source is system",
+        ),
+        ({**GOOD, "venv_home": "/usr/bin"}, "system", None),
+    ],
+)
+def test_sync_reason_with_the_chosen_python(probe, source, reason):
+    choice = choose(source, probe["python_version"])
+    assert choice["error"] == ""
+    assert pe.sync_reason({"lock_sha256": SHA}, SHA, probe, choice) == reason
+    assert pe.venv_needs_clear(probe, choice) is (reason is not None)
 
 
 def test_flashinfer_cache_stale():
@@ -232,7 +411,12 @@ def test_filter_plugin_digest_is_the_files():
     info = filters["lock_info"](DEFAULT.read_text(), str(DEFAULT))
     assert info["sha256"] == hashlib.sha256(DEFAULT.read_bytes()).hexdigest()
     assert (info["name"], info["path"]) == (DEFAULT.name, str(DEFAULT))
-    assert filters["python_mismatch"]("3.11.2", "3.11") == ""
+    probe = {"python_version": "3.13.5", "managed_python": "", "managed_python_version": ""}
+    choice = filters["python_env_choice"](
+        probe, "managed", "/usr/bin/python3", info, "/opt/gpuhost/python"
+    )
+    assert (choice["version"], choice["install"], choice["error"]) == ("3.11", True, "")
+    assert filters["python_install_command"]("uv", "3.11", "/opt/x")["argv"][-1] == "3.11"
     smoke = filters["python_env_smoke"]("GPUHOST_SMOKE " + json.dumps({"x": 1}))
     assert smoke == {"x": 1}
 
@@ -240,3 +424,59 @@ def test_filter_plugin_digest_is_the_files():
 def test_missing_lock_file_names_the_variable(tmp_path):
     with pytest.raises(pe.LockError, match=r"python_env_lock_file: .*nope\.txt is not a file"):
         pe.select_lock("cu128", ALL_LOCK_FILES, str(tmp_path / "nope.txt"))
+
+
+def _probe_module():
+    from ansible_collections.gpuhost.gpu.plugins.modules import python_env_probe
+
+    return python_env_probe
+
+
+class _Runner:
+    """Stands in for AnsibleModule.run_command (the probe's only use of the module)."""
+
+    def run_command(self, argv):
+        import subprocess
+
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+
+def _fake_python(path: Path, version: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho {version}\n")
+    path.chmod(0o755)
+
+
+def test_probe_finds_the_newest_managed_python_in_uvs_layout(tmp_path):
+    # uv's layout (uv 0.9.30, `uv python install --install-dir D 3.11`, seen here):
+    # D/cpython-3.11.7-linux-x86_64-gnu/bin/python3.11; uv may add a cpython-3.11-<platform>
+    # link and free-threaded builds, which the probe leaves out.
+    _fake_python(tmp_path / "cpython-3.11.7-linux-x86_64-gnu/bin/python3.11", "3.11.7")
+    _fake_python(tmp_path / "cpython-3.11.14-linux-x86_64-gnu/bin/python3.11", "3.11.14")
+    _fake_python(
+        tmp_path / "cpython-3.11.15+freethreaded-linux-x86_64-gnu/bin/python3.11", "3.11.15"
+    )
+    _fake_python(tmp_path / "cpython-3.12.9-linux-x86_64-gnu/bin/python3.12", "3.12.9")
+    (tmp_path / "cpython-3.11-linux-x86_64-gnu").symlink_to(
+        tmp_path / "cpython-3.11.7-linux-x86_64-gnu"
+    )
+    probe = _probe_module()
+    path, version = probe._managed_python(_Runner(), str(tmp_path), "3.11")
+    assert (path, version) == (
+        str(tmp_path / "cpython-3.11.14-linux-x86_64-gnu/bin/python3.11"),
+        "3.11.14",
+    )
+    assert probe._managed_python(_Runner(), str(tmp_path), "3.10") == ("", "")
+    assert probe._managed_python(_Runner(), None, "3.11") == ("", "")
+
+
+def test_probe_reads_the_venvs_home(tmp_path):
+    (tmp_path / "pyvenv.cfg").write_text(
+        "home = /opt/gpuhost/python/cpython-3.11.7-linux-x86_64-gnu/bin\nimplementation = CPython\n"
+    )
+    probe = _probe_module()
+    assert (
+        probe._venv_home(str(tmp_path)) == "/opt/gpuhost/python/cpython-3.11.7-linux-x86_64-gnu/bin"
+    )
+    assert probe._venv_home(str(tmp_path / "none")) == ""

@@ -2,14 +2,17 @@
 
 paths | gpuhost.gpu.lock_select(lane, override)   -> the lock file to install
 text | gpuhost.gpu.lock_info(name)                -> {pins, python, versions, sha256, name}
-probe | gpuhost.gpu.python_env_sync_reason(marker, sha256) -> why to re-sync, or ""
-probe | gpuhost.gpu.python_env_venv_needs_clear   -> rebuild the venv from empty
+probe | gpuhost.gpu.python_env_sync_reason(marker, sha256, choice) -> why to re-sync, or ""
+probe | gpuhost.gpu.python_env_venv_needs_clear(choice) -> rebuild the venv from empty
 marker | gpuhost.gpu.flashinfer_cache_stale(versions) -> wipe FlashInfer's JIT cache
 root | gpuhost.gpu.python_env_cache_env           -> {FLASHINFER_WORKSPACE_BASE: ..., ...}
 stdout | gpuhost.gpu.python_env_smoke             -> the smoke test's versions
 expected | gpuhost.gpu.version_mismatches(installed) -> ["torch: lock 2.9.1, installed ..."]
 text | gpuhost.gpu.parse_check_env                -> sglang.check_env's "Key: value" lines
-host_python | gpuhost.gpu.python_mismatch(lock_python) -> why the lock does not fit, or ""
+probe | gpuhost.gpu.python_env_choice(source, python, lock, install_dir) -> the venv's interpreter
+uv | gpuhost.gpu.python_install_command(version, install_dir, mirror) -> {argv, env}
+uv | gpuhost.gpu.python_find_command(version, install_dir) -> {argv, env}
+stderr | gpuhost.gpu.python_install_error(version, install_dir, mirror) -> the message
 """
 
 from __future__ import annotations
@@ -39,8 +42,25 @@ def lock_info(text, path="lock"):
     return info
 
 
-def sync_reason(probe, marker, sha256):
-    return _logic.sync_reason(marker or None, str(sha256), dict(probe or {})) or ""
+def sync_reason(probe, marker, sha256, choice=None):
+    return (
+        _logic.sync_reason(marker or None, str(sha256), dict(probe or {}), dict(choice or {})) or ""
+    )
+
+
+def python_choice(probe, source, python, lock, install_dir):
+    """The python_env role's interpreter decision from its probe and selected lock."""
+    probe, lock = dict(probe or {}), dict(lock or {})
+    return _logic.choose_python(
+        str(source),
+        str(python),
+        str(probe.get("python_version") or ""),
+        lock.get("python") or None,
+        str(lock.get("name") or "the lock"),
+        str(install_dir),
+        str(probe.get("managed_python") or ""),
+        str(probe.get("managed_python_version") or ""),
+    )
 
 
 def smoke(stdout):
@@ -56,7 +76,9 @@ class FilterModule:
             "lock_select": lock_select,
             "lock_info": lock_info,
             "python_env_sync_reason": sync_reason,
-            "python_env_venv_needs_clear": lambda p: _logic.venv_needs_clear(dict(p)),
+            "python_env_venv_needs_clear": lambda p, c=None: _logic.venv_needs_clear(
+                dict(p), dict(c or {})
+            ),
             "flashinfer_cache_stale": lambda m, v: _logic.flashinfer_cache_stale(
                 m or None, dict(v)
             ),
@@ -64,7 +86,14 @@ class FilterModule:
             "python_env_smoke": smoke,
             "version_mismatches": lambda e, i: _logic.version_mismatches(dict(e), dict(i)),
             "parse_check_env": lambda text: _logic.parse_check_env(str(text)),
-            "python_mismatch": lambda host, lock: (
-                _logic.python_mismatch(lock or None, str(host)) or ""
+            "python_env_choice": python_choice,
+            "python_install_command": lambda uv, v, d, m="": _logic.python_install_command(
+                str(uv), str(v), str(d), str(m or "")
+            ),
+            "python_find_command": lambda uv, v, d: _logic.python_find_command(
+                str(uv), str(v), str(d)
+            ),
+            "python_install_error": lambda err, v, d, m="": _logic.python_install_error(
+                str(v), str(d), str(m or ""), str(err)
             ),
         }

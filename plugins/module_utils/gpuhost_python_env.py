@@ -109,33 +109,183 @@ def lock_info(text: str, name: str = "lock") -> dict[str, Any]:
     }
 
 
-def python_mismatch(lock_python: str | None, host_python: str) -> str | None:
-    """Why the host's Python cannot take this lock, or None when it can.
+def minor(version: str | None) -> str:
+    """3.11.2 -> 3.11 ("" stays "")."""
+    return ".".join(str(version or "").split(".")[:2])
 
-    A lock holds wheels for one Python: on another (Debian 13's 3.13 with the 3.11 locks)
-    uv would have to build some packages from source (outlines-core has no cp313 wheel in
-    sglang 0.5.10.post1's set), which the role forbids (--no-build).
+
+# Where the venv's interpreter comes from: the host's own (python_env_python), or one that uv
+# installs from python-build-standalone into a root-owned directory (python_env_python_source).
+PYTHON_SOURCES = ("system", "managed")
+
+
+def choose_python(
+    source: str,
+    system_python: str,
+    host_version: str,
+    lock_python: str | None,
+    lock_name: str,
+    install_dir: str,
+    managed_python: str = "",
+    managed_version: str = "",
+) -> dict[str, Any]:
+    """Which interpreter the venv is built from, and why; `error` is "" or the message.
+
+    source         python_env_python_source: system or managed
+    system_python  python_env_python; host_version is what it reported ("" = does not run)
+    lock_python    the X.Y the lock was resolved for (None: its header does not say)
+    managed_*      the uv-managed X.Y interpreter already under install_dir, if any
+    Returns {source, version (X.Y the venv must run), python (path; "" while uv still has to
+    install it), python_version (full, when known), install (uv python install needed),
+    install_dir, reason, error}.
     """
+    choice = {
+        "source": source,
+        "version": lock_python or minor(host_version),
+        "python": "",
+        "python_version": "",
+        "install": False,
+        "install_dir": install_dir,
+        "reason": "",
+        "error": "",
+    }
+    if source not in PYTHON_SOURCES:
+        choice["error"] = (
+            f"python_env_python_source: got {source!r}; allowed: {', '.join(PYTHON_SOURCES)}"
+        )
+        return choice
+    if source == "system":
+        choice.update(python=system_python, python_version=host_version)
+        if not host_version:
+            wanted = f"a Python {lock_python}" if lock_python else "a Python"
+            choice["error"] = (
+                f"python_env_python: {system_python} does not run on this host; allowed: "
+                f"{wanted} interpreter, or python_env_python_source: managed (uv installs "
+                f"Python {lock_python or 'of the lock'} under {install_dir})"
+            )
+            return choice
+        host = minor(host_version)
+        if lock_python and host != lock_python:
+            # A lock holds wheels for one Python; on another (Debian 13's 3.13 with the 3.11
+            # locks) some have no wheel (outlines-core, pinned by sglang 0.5.10.post1, has no
+            # cp313 build), and the role never builds from source (--no-build).
+            choice["error"] = (
+                f"python_env_python: {system_python} is Python {host_version}, but the lock "
+                f"{lock_name} was resolved for Python {lock_python} and not every package in it "
+                f"has a wheel for {host}; allowed: python_env_python_source: managed (uv "
+                f"installs Python {lock_python} under {install_dir}), python_env_python "
+                f"pointing at a Python {lock_python} interpreter, or a lock resolved for {host} "
+                f"(make lock LOCK_PYTHON={host}) given as python_env_lock_file"
+            )
+            return choice
+        choice["reason"] = f"the host's Python {host_version} ({system_python}) fits the lock" + (
+            f" (Python {lock_python})" if lock_python else ""
+        )
+        return choice
     if not lock_python:
-        return None
-    host = ".".join(str(host_python).split(".")[:2])
-    if host == lock_python:
-        return None
+        choice["error"] = (
+            f"python_env_python_source: managed needs the lock's Python version, and "
+            f"{lock_name} does not name one (no --python-version in its header); allowed: a "
+            f"lock made by make lock, or python_env_python_source: system"
+        )
+        return choice
+    host = f"the host's is {host_version}" if host_version else "the host's does not run"
+    if managed_python and minor(managed_version) == lock_python:
+        choice.update(python=managed_python, python_version=managed_version)
+        choice["reason"] = (
+            f"python_env_python_source: managed: uv's Python {managed_version} under "
+            f"{install_dir} ({host})"
+        )
+    else:
+        choice["install"] = True
+        choice["reason"] = (
+            f"python_env_python_source: managed: uv installs Python {lock_python} under "
+            f"{install_dir} ({host})"
+        )
+    return choice
+
+
+def python_install_command(
+    uv: str, version: str, install_dir: str, mirror: str = ""
+) -> dict[str, Any]:
+    """`uv python install` of the managed interpreter, run as root into a root-owned
+    directory: no cache (root reads nothing the service account can write, and uv's cache
+    is the service account's), no executables in root's ~/.local/bin, downloads allowed for
+    this one explicit install only (every other uv call has UV_PYTHON_DOWNLOADS=never)."""
+    argv = [uv, "python", "install", "--no-bin", "--install-dir", install_dir]
+    if mirror:
+        argv += ["--mirror", mirror]
+    env = {
+        "UV_PYTHON_DOWNLOADS": "manual",
+        "UV_PYTHON_INSTALL_DIR": install_dir,
+        "UV_NO_CACHE": "1",
+        "UV_NATIVE_TLS": "1",
+        "UV_NO_PROGRESS": "1",
+    }
+    return {"argv": [*argv, version], "env": env}
+
+
+def python_find_command(uv: str, version: str, install_dir: str) -> dict[str, Any]:
+    """`uv python find` of the managed interpreter just installed (read-only)."""
+    return {
+        "argv": [uv, "python", "find", "--managed-python", "--no-project", version],
+        "env": {
+            "UV_PYTHON_DOWNLOADS": "never",
+            "UV_PYTHON_INSTALL_DIR": install_dir,
+            "UV_NO_CACHE": "1",
+        },
+    }
+
+
+def python_install_error(version: str, install_dir: str, mirror: str, stderr: str) -> str:
+    """The message when uv cannot install the managed interpreter (no download reachable)."""
+    lines = [line.strip() for line in str(stderr).splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by:").strip() for line in lines if "Caused by" in line]
+    errors = [line for line in lines if line.startswith("error:")] or lines
+    first = errors[0].removeprefix("error:").strip() if errors else "no output"
+    why = f"{first}: {causes[-1]}" if causes else first
+    source = (
+        f"the mirror {mirror} (python_env_python_install_mirror)"
+        if mirror
+        else "python-build-standalone's GitHub releases"
+    )
     return (
-        f"python_env_python: {host_python} does not match the lock, which was resolved for "
-        f"Python {lock_python}; allowed: a Python {lock_python} interpreter, or a lock resolved "
-        f"for {host} (make lock LOCK_PYTHON={host}) given as python_env_lock_file"
+        f"python_env_python_source: managed: uv could not install Python {version} into "
+        f"{install_dir} from {source} ({why}). Either pre-install a Python {version} on the "
+        f"host and set python_env_python_source: system with python_env_python pointing at "
+        f"it (e.g. /usr/bin/python{version}), or set python_env_python_install_mirror to a "
+        f"mirror of python-build-standalone's releases this host can reach "
+        f"(uv's UV_PYTHON_INSTALL_MIRROR)"
     )
 
 
-def sync_reason(marker: dict | None, lock_sha256: str, probe: dict) -> str | None:
+def _venv_python_problem(probe: dict, choice: dict | None) -> str | None:
+    """Why the venv's interpreter is not the one chosen; None when it is."""
+    want = (choice or {}).get("version") or minor(probe.get("python_version", ""))
+    venv = minor(probe["venv_python_version"])
+    if want and venv != want:
+        return f"venv runs Python {venv}, the selected one is {want}"
+    if not choice:
+        return None
+    install_dir = str(choice.get("install_dir") or "").rstrip("/")
+    home = str(probe.get("venv_home") or "")
+    managed = bool(install_dir) and (home + "/").startswith(install_dir + "/")
+    if choice.get("source") == "managed" and not managed:
+        return f"venv built from {home or 'an unknown Python'}, not uv's managed Python"
+    if choice.get("source") == "system" and managed:
+        return "venv built from uv's managed Python, python_env_python_source is system"
+    return None
+
+
+def sync_reason(
+    marker: dict | None, lock_sha256: str, probe: dict, choice: dict | None = None
+) -> str | None:
     """Why the venv has to be (re)built or re-synced; None when it matches the lock."""
     if not probe.get("venv_python_version"):
         return "no venv yet" if not probe.get("venv_exists") else "venv has no working python"
-    host = ".".join(str(probe.get("python_version", "")).split(".")[:2])
-    venv = ".".join(str(probe["venv_python_version"]).split(".")[:2])
-    if host and venv != host:
-        return f"venv runs Python {venv}, the host's is {host}"
+    problem = _venv_python_problem(probe, choice)
+    if problem:
+        return problem
     if not marker:
         return "no marker: the venv was never verified"
     if marker.get("lock_sha256") != lock_sha256:
@@ -143,14 +293,14 @@ def sync_reason(marker: dict | None, lock_sha256: str, probe: dict) -> str | Non
     return None
 
 
-def venv_needs_clear(probe: dict) -> bool:
-    """A venv whose interpreter is gone or another minor version is rebuilt from empty."""
+def venv_needs_clear(probe: dict, choice: dict | None = None) -> bool:
+    """A venv whose interpreter is gone, another minor version or from the other source is
+    rebuilt from empty."""
     if not probe.get("venv_exists"):
         return False
     if not probe.get("venv_python_version"):
         return True
-    host = ".".join(str(probe.get("python_version", "")).split(".")[:2])
-    return ".".join(str(probe["venv_python_version"]).split(".")[:2]) != host
+    return _venv_python_problem(probe, choice) is not None
 
 
 def flashinfer_cache_stale(marker: dict | None, versions: dict[str, str]) -> bool:

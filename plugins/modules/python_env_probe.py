@@ -10,9 +10,11 @@ DOCUMENTATION = r"""
 module: gpuhost.gpu.python_env_probe
 short_description: Read the state of the python_env venv, its marker and the pinned uv
 description:
-  - Reports the host Python's version, whether the venv exists and which Python it runs,
-    the version of the uv the role installed, the marker the role wrote after the last
-    verified sync, and whether an NVIDIA GPU device node is present.
+  - Reports the host Python's version, whether the venv exists and which Python it runs
+    (and the C(home) its C(pyvenv.cfg) names), a uv-managed interpreter of the wanted
+    version under I(python_install_dir), the version of the uv the role installed, the
+    marker the role wrote after the last verified sync, and whether an NVIDIA GPU device
+    node is present.
   - Never changes anything (check mode safe). The role compares the result with the
     selected lock to decide whether to do anything at all, which keeps a re-run of an
     unchanged host to one remote call.
@@ -21,6 +23,13 @@ options:
   venv: {description: The venv directory., type: path, required: true}
   marker: {description: The role's marker file (JSON)., type: path, required: true}
   uv: {description: The uv binary the role installs., type: path, required: true}
+  python_install_dir:
+    description: Where uv installs managed interpreters (UV_PYTHON_INSTALL_DIR); unset = no look.
+    type: path
+  python_install_version:
+    description: The X.Y of the managed interpreter to look for.
+    type: str
+    default: ""
   gpu_devices:
     description: Device nodes whose presence means an NVIDIA GPU is usable.
     type: list
@@ -58,6 +67,15 @@ venv_python_version:
   description: The venv's Python version; empty when it has none that runs.
   type: str
   returned: always
+venv_home:
+  description: The venv's pyvenv.cfg C(home) (its interpreter's directory); empty when absent.
+  type: str
+  returned: always
+managed_python:
+  description: The newest uv-managed CPython X.Y under python_install_dir; empty when none.
+  type: str
+  returned: always
+managed_python_version: {description: Its version; empty when none., type: str, returned: always}
 uv_version:
   description: Version of the installed uv, e.g. 0.9.30; empty when absent.
   type: str
@@ -75,6 +93,7 @@ dirs_wrong:
 """
 
 # Ansible modules keep their imports below the documentation strings.
+import glob  # noqa: E402
 import grp  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -92,6 +111,38 @@ def _run_version(module, argv):
         return ""
     rc, out, _ = module.run_command(argv)
     return out.strip() if rc == 0 else ""
+
+
+def _venv_home(venv):
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
+            for line in handle:
+                key, sep, value = line.partition("=")
+                if sep and key.strip() == "home":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _managed_python(module, install_dir, version):
+    """uv lays out cpython-X.Y.Z-<platform>/bin/pythonX.Y (and a cpython-X.Y-<platform> link,
+    which the pattern leaves out, and free-threaded builds); the newest patch release wins."""
+    if not install_dir or not version:
+        return "", ""
+    found = []
+    for path in glob.glob(
+        os.path.join(install_dir, f"cpython-{version}.*", "bin", f"python{version}")
+    ):
+        if "freethreaded" in path:
+            continue
+        got = _run_version(module, [path, *_VERSION])
+        if got.startswith(version + "."):
+            found.append((tuple(int(x) for x in got.split(".")[:3] if x.isdigit()), path, got))
+    if not found:
+        return "", ""
+    _, path, got = max(found)
+    return path, got
 
 
 def _dir_ok(path, owner, group, mode):
@@ -114,6 +165,8 @@ def main():
             "venv": {"type": "path", "required": True},
             "marker": {"type": "path", "required": True},
             "uv": {"type": "path", "required": True},
+            "python_install_dir": {"type": "path"},
+            "python_install_version": {"type": "str", "default": ""},
             "gpu_devices": {
                 "type": "list",
                 "elements": "path",
@@ -134,6 +187,9 @@ def main():
     except (OSError, ValueError):
         marker = None
     uv = _run_version(module, [p["uv"], "--version"])
+    managed, managed_version = _managed_python(
+        module, p["python_install_dir"], p["python_install_version"]
+    )
     module.exit_json(
         changed=False,
         python_version=_run_version(module, [p["python"], *_VERSION]),
@@ -141,6 +197,9 @@ def main():
         venv_python_version=_run_version(
             module, [os.path.join(p["venv"], "bin", "python"), *_VERSION]
         ),
+        venv_home=_venv_home(p["venv"]),
+        managed_python=managed,
+        managed_python_version=managed_version,
         uv_version=uv.split()[1] if len(uv.split()) > 1 else "",
         marker=marker if isinstance(marker, dict) else None,
         gpu_present=any(os.path.exists(d) for d in p["gpu_devices"]),
