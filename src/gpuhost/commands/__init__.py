@@ -17,7 +17,16 @@ import importlib
 from types import ModuleType
 
 # The order is the order of `gpuhost --help`.
-REGISTRY = ("provision", "check", "verify", "bench", "report", "update", "rollback")
+REGISTRY = (
+    "provision",
+    "check",
+    "verify",
+    "bench",
+    "report",
+    "update",
+    "rollback",
+    "gpuhost.doctor",
+)
 
 
 def load() -> list[ModuleType]:
