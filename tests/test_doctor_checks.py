@@ -370,3 +370,37 @@ def test_collect_and_judge_a_throttled_host_without_leaking_the_env():
     public = doc.public_captures(cap)
     assert "env" not in public and "s3cret" not in str(public)
     assert public["env_keys"] == ["GPUHOST_SGLANG_API_KEY", "HF_HOME", "NCCL_IB_DISABLE"]
+
+
+# --- the real device run (tests/fixtures/gpu-hosts/h200x1-day2/SOURCE.md) -----------------
+
+DAY2 = FIX / "gpu-hosts" / "h200x1-day2"
+
+
+def test_real_load_capture_shows_the_power_cap_and_the_load_process():
+    loaded = gpus(DAY2 / "load-q.xml")
+    assert statuses(doc.check_clocks(loaded)) == {"doctor.clocks.sw_power_cap": "warn"}
+    (f,) = doc.check_processes(loaded, set(), "sglang-server")
+    assert f["status"] == "warn" and "python3 10218 MiB" in f["message"]
+    assert statuses(doc.check_pcie(loaded)) == {"doctor.pcie": "pass"}
+    idle = gpus(DAY2 / "idle-q.xml")
+    assert statuses(doc.check_clocks(idle)) == {"doctor.clocks": "pass"}
+
+
+def test_real_query_bit_masks_decode():
+    import csv
+
+    rows = list(csv.reader((DAY2 / "load-query.csv").read_text().splitlines()[1:-1]))
+    masks = {row[10].strip() for row in rows if len(row) > 10}
+    assert masks <= {"0x0000000000000000", "0x0000000000000001", "0x0000000000000004"}
+    assert doc.decode_event_reasons("0x0000000000000004") == ["sw_power_cap"]
+
+
+def test_real_doctor_run_recorded_its_findings():
+    import json
+
+    facts = json.loads((DAY2 / "doctor-facts.json").read_text())
+    found = statuses(facts["gpuhost_findings"])
+    assert found["doctor.clocks.sw_power_cap"] == "warn"
+    assert found["doctor.versions"] == "pass"
+    assert not [k for k, v in found.items() if v == "fail"]
