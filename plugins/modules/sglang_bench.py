@@ -86,6 +86,15 @@ options:
     description: Seconds this level may run before it is killed.
     type: int
     default: 3600
+  gpu_sampler:
+    description:
+      - nvidia-smi (argv) that samples the GPUs during the level (C(dmon -s pucvmet -o T -d 1))
+        and reads their limits once; the samples, their summary and the resource that bounds
+        the level are returned in C(result.gpu). [] samples nothing.
+      - Without the tool the level still runs and C(result.gpu.error) says why.
+    type: list
+    elements: str
+    default: [nvidia-smi]
 author:
   - gpuhost contributors
 """
@@ -102,7 +111,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 result:
-  description: The scrubbed bench_serving JSON line (output_throughput, median_ttft_ms, ...).
+  description: >-
+    The scrubbed bench_serving JSON line (output_throughput, median_ttft_ms, ...), with
+    C(gpu): the GPU samples of the level (C(source), C(standin), C(limits), C(summary),
+    C(bound), C(samples)).
   returned: success
   type: dict
 cmd:
@@ -119,6 +131,80 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_bench_serving 
     missing_metrics,
     scrub,
 )
+from ansible.module_utils.gpuhost_gpu_samples import (  # noqa: E402
+    LIMITS_QUERY,
+    compact,
+    explain,
+    parse_dmon,
+    parse_limits,
+    summarize,
+)
+
+
+class Sampler:
+    """`nvidia-smi dmon` in the background of one level, its output in a file (a pipe could
+    fill and stall it); stop() parses it. Never fails the level: a missing or broken tool
+    becomes `error` in the record."""
+
+    def __init__(self, prefix, workdir):
+        self.prefix = [str(a) for a in prefix or []]
+        self.path = os.path.join(workdir, "dmon.txt")
+        self.proc = None
+        self.handle = None
+        self.limits = {}
+        self.error = ""
+
+    def start(self):
+        if not self.prefix:
+            self.error = "GPU sampling off (gpu_sampler: [])"
+            return
+        if shutil.which(self.prefix[0]) is None:
+            self.error = f"{self.prefix[0]} not found: no GPU samples"
+            return
+        try:
+            query = subprocess.run(
+                [*self.prefix, f"--query-gpu={LIMITS_QUERY}", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            self.limits = parse_limits(query.stdout) if query.returncode == 0 else {}
+            self.handle = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - stop() closes it
+            self.proc = subprocess.Popen(
+                [*self.prefix, "dmon", "-s", "pucvmet", "-o", "T", "-d", "1"],
+                stdout=self.handle,
+                stderr=subprocess.STDOUT,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.error = f"GPU sampler did not start: {exc}"
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.handle is not None:
+            self.handle.close()
+        text = ""
+        if self.proc is not None:
+            with open(self.path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        parsed = parse_dmon(text)
+        if self.proc is not None and not parsed["samples"] and not self.error:
+            self.error = "the GPU sampler printed no samples: " + text.strip()[-200:]
+        summary = summarize(parsed["samples"], self.limits)
+        return {
+            "source": " ".join([*self.prefix, "dmon -s pucvmet -o T -d 1"]) if self.prefix else "",
+            "standin": parsed["standin"],
+            "error": self.error,
+            "limits": {str(k): v for k, v in self.limits.items()},
+            "summary": summary,
+            "bound": explain(summary),
+            "samples": compact(parsed["samples"]),
+        }
 
 
 def tail(text, lines=15):
@@ -144,6 +230,7 @@ def main():
             "environment": {"type": "dict", "default": {}},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "timeout": {"type": "int", "default": 3600},
+            "gpu_sampler": {"type": "list", "elements": "str", "default": ["nvidia-smi"]},
         },
         supports_check_mode=True,
     )
@@ -163,11 +250,16 @@ def main():
     env.pop("OPENAI_API_KEY", None)
     if p["api_key"]:
         env["OPENAI_API_KEY"] = p["api_key"]
+    sampler = Sampler(p["gpu_sampler"], workdir)
     try:
+        sampler.start()
         # cwd: bench_serving may drop files beside it; the temp dir keeps the host clean.
-        proc = subprocess.run(
-            argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=p["timeout"]
-        )
+        try:
+            proc = subprocess.run(
+                argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=p["timeout"]
+            )
+        finally:
+            gpu = sampler.stop()
         try:
             with open(p["output_file"], encoding="utf-8") as handle:
                 raw = handle.read()
@@ -203,6 +295,7 @@ def main():
         )
     result = scrub(line)
     result["num_prompts"] = p["num_prompts"]
+    result["gpu"] = gpu
     # json round trip: the result holds only plain types before it leaves the host.
     module.exit_json(changed=False, result=json.loads(json.dumps(result)), cmd=argv)
 

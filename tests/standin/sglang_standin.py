@@ -28,6 +28,11 @@ Fault modes (`--standin-fault` or env SGLANG_STANDIN_FAULT):
   slow-start     load for --standin-slow-seconds (default 600) before opening the port
 Timings: --standin-load-seconds (default 2), --standin-warmup-seconds (1),
 --standin-token-delay (seconds per generated token, default 0.002).
+
+`sglang_standin.py nvidia-smi ...` is a STAND-IN for the two nvidia-smi calls the bench's GPU
+sampler makes (`dmon -o T ...` and `--query-gpu=<limits>`), for hosts without a GPU: made
+numbers modelled on the reference deployment's account (busy 100%, 55% of a 600 W limit,
+52% memory bandwidth, ~1 GB/s PCIe), every dmon output headed by a STAND-IN line.
 """
 
 from __future__ import annotations
@@ -340,8 +345,30 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def nvidia_smi_standin(argv: list[str]) -> int:
+    """STAND-IN nvidia-smi: `dmon ...` prints one made line a second until stopped;
+    `--query-gpu=...` prints the made limits (index, power.limit, clocks.max.sm, gen, width)."""
+    if any(a.startswith("--query-gpu=") for a in argv):
+        print("0, 600.00, 2600, 5, 16")
+        return 0
+    if not argv or argv[0] != "dmon":
+        print(f"stand-in nvidia-smi: only dmon and --query-gpu, not {argv}", file=sys.stderr)
+        return 2
+    print("# STAND-IN nvidia-smi (gpuhost test double): made numbers, not a GPU", flush=True)
+    print("#Time         gpu    pwr  gtemp    sm    mem   mclk   pclk  pviol  tviol  rxpci  txpci")
+    print("#HH:MM:SS     Idx      W      C     %      %    MHz    MHz      %   bool   MB/s   MB/s")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    made = "0    330     60   100     52  14001   2400      0      0    600    400"
+    while True:
+        print(f" {time.strftime('%H:%M:%S')}       {made}", flush=True)
+        time.sleep(1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, ignored = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["nvidia-smi"]:
+        return nvidia_smi_standin(argv[1:])
+    args, ignored = parse_args(argv)
     log("STAND-IN for sglang.launch_server (gpuhost test double, not SGLang)")
     # The same startup line SGLang prints (api_key included, as SGLang does).
     shown = {k: v for k, v in vars(args).items() if not k.startswith("standin_")}
