@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from gpuhost import bench
+from gpuhost import bench, gpu_profile
 from gpuhost.bench import markdown_table
 from gpuhost.redaction import REDACTED, is_secret_name
 from gpuhost.runfacts import Run
@@ -255,6 +255,7 @@ def _section_bench(run: Run, host: str, threshold: float) -> list[str]:
         f"model {fact.get('model', '?')}, {points[0].input_len} in / {points[0].output_len} out "
         f"tokens, prompts per level: {', '.join(str(p.num_prompts) for p in points)}.\n",
         bench.points_table(points),
+        *gpu_profile.section(run.bench_lines.get(host) or []),
     ]
     baseline = fact.get("baseline") or {}
     comparisons = bench.compare(points, baseline, threshold)
@@ -397,6 +398,9 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         )
         bench.plot(series, run.path / PLOT_NAME, baseline)
         lines += ["", "## Plot", "", f"![throughput and latency against concurrency]({PLOT_NAME})"]
+        gpu_series = {h: (series.get(h) or [], run.bench_lines.get(h) or []) for h in run.hosts}
+        if gpu_profile.plot(gpu_series, run.path / gpu_profile.PLOT_NAME):
+            lines += ["", f"![GPU samples under the throughput]({gpu_profile.PLOT_NAME})"]
     return redact("\n".join(lines) + "\n")
 
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuhost import bench, findings
+from gpuhost import bench, findings, gpu_profile
 from gpuhost.events import COUNTERS
 from gpuhost.report import bench_points
 from gpuhost.runfacts import Run
@@ -212,6 +212,8 @@ def print_bench(console: Console, host: str, run: Run, data: dict) -> None:
     for point in bench_points(run, host):
         table.add_row(*point.row())
     console.print(table)
+    for row in gpu_profile.rows(run.bench_lines.get(host) or []):
+        console.print(Text(f"  concurrency {row[0]}: {row[1]} - {row[2]}"), soft_wrap=True)
     comparisons = [
         bench.Comparison(
             **{
