@@ -62,7 +62,8 @@ def expressions(dashboard):
 
 def metric_names(expr):
     """Metric names an expression reads: identifiers outside {...} matchers and strings."""
-    text = re.sub(r"\{[^}]*\}", "", expr)
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
     text = re.sub(r'"[^"]*"', "", text)
     text = re.sub(r"\[[^\]]*\]", "", text)
     names = set()

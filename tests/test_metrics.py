@@ -1,0 +1,132 @@
+"""Role metrics' pure parts (plugins/module_utils/gpuhost_metrics.py): file_sd fragments, and
+the Grafana dashboard's metric names against what the exporters really export: sglang
+0.5.10.post1 (data/metrics/sglang-0.5.10.post1.txt, read from the wheel by
+tools/sglang_metric_names.py), DCGM exporter's default counters, the node exporter, and the
+SGLang stand-in's own /metrics (a test double, started here on loopback)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from ansible.module_utils import gpuhost_metrics as gm
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "dashboards" / "gpuhost-serving.json"
+LISTS = ROOT / "data" / "metrics"
+STANDIN = ROOT / "tests" / "standin" / "sglang_standin.py"
+PORT = 18511  # this branch's port range (18500-18599)
+
+
+def known(name: str) -> set[str]:
+    return gm.read_name_list((LISTS / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+def test_file_sd_groups():
+    hosts = [
+        {"inventory_hostname": "a", "gpuhost_metrics": {"targets": {"node": "10.0.0.1:9100"}}},
+        {"inventory_hostname": "b", "gpuhost_metrics": {"targets": {"sglang": "127.0.0.1:30000"}}},
+        {"inventory_hostname": "c"},
+    ]
+    assert gm.file_sd_groups(hosts, "node") == [
+        {"targets": ["10.0.0.1:9100"], "labels": {"gpuhost_host": "a", "gpuhost_job": "node"}}
+    ]
+    assert gm.file_sd_groups(hosts, "gpu") == []
+    with pytest.raises(ValueError, match="one of node, gpu, sglang"):
+        gm.file_sd_groups(hosts, "dcgm")
+
+
+def test_dashboard_imports_cleanly(dashboard):
+    assert dashboard["title"] and dashboard["uid"] == "gpuhost-serving"
+    assert isinstance(dashboard["schemaVersion"], int)
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    for panel in dashboard["panels"]:
+        assert set(panel["gridPos"]) == {"x", "y", "w", "h"}
+        assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
+        for target in panel.get("targets") or []:
+            assert target["refId"] and target["expr"]
+            assert target["datasource"]["uid"] == "${datasource}"
+    titles = " ".join(p["title"] for p in dashboard["panels"]).lower()
+    for word in ("throughput", "time to first token", "inter-token", "queued", "kv cache",
+                 "utilisation", "memory bandwidth", "power", "pcie", "xid"):  # fmt: skip
+        assert word in titles, word
+
+
+def test_every_dashboard_metric_is_really_exported(dashboard):
+    everything = (
+        known("sglang-0.5.10.post1.txt")
+        | known("dcgm-exporter-default-counters.txt")
+        | known("node-exporter.txt")
+    )
+    assert gm.unknown_names(dashboard, everything) == {}
+    used = {n for e in gm.expressions(dashboard) for n in gm.metric_names(e)}
+    assert {n for n in used if n.startswith("sglang:")} <= known("sglang-0.5.10.post1.txt")
+    assert "sglang:time_to_first_token_seconds_bucket" in used
+
+
+def test_a_misspelt_metric_is_caught(dashboard):
+    broken = json.loads(json.dumps(dashboard))
+    broken["panels"][1]["targets"][0]["expr"] = "rate(sglang:generation_tokens[1m])"
+    everything = (
+        known("sglang-0.5.10.post1.txt")
+        | known("dcgm-exporter-default-counters.txt")
+        | known("node-exporter.txt")
+    )
+    assert list(gm.unknown_names(broken, everything)) == ["sglang:generation_tokens"]
+
+
+def test_metric_names_skip_promql_words_labels_and_durations():
+    expr = (
+        "histogram_quantile(0.95, sum by (le, gpuhost_host) "
+        '(rate(sglang:inter_token_latency_seconds_bucket{job="x"}[5m]))) * 1024'
+    )
+    assert gm.metric_names(expr) == {"sglang:inter_token_latency_seconds_bucket"}
+
+
+def test_sglang_list_has_the_histograms_and_counters_exposed():
+    names = known("sglang-0.5.10.post1.txt")
+    assert "sglang:e2e_request_latency_seconds_count" in names
+    assert "sglang:num_requests_total" in names and "sglang:num_requests_total_total" not in names
+
+
+def test_the_standin_exports_real_names_the_dashboard_reads(dashboard):
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", PORT)) == 0:
+            pytest.fail(f"port {PORT} is taken: this test needs it")
+    proc = subprocess.Popen(
+        [sys.executable, str(STANDIN), "--port", str(PORT), "--enable-metrics",
+         "--standin-load-seconds", "0.1", "--standin-warmup-seconds", "0.1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        text = ""
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=2) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    exported = {line.split()[0].split("{")[0] for line in text.splitlines()
+                if line and not line.startswith("#")}  # fmt: skip
+    assert exported, "the stand-in served no metrics"
+    assert exported <= known("sglang-0.5.10.post1.txt")
+    used = {n for e in gm.expressions(dashboard) for n in gm.metric_names(e)}
+    assert exported <= used
