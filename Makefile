@@ -11,7 +11,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 STAGE := scripts/stage.sh
 UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
-MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update
+MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics
 
 .PHONY: help venv docker images lint unit collection molecule test demo demo-clean clean lock
 

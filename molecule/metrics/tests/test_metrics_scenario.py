@@ -1,0 +1,123 @@
+"""Metrics on real systemd: Debian's node exporter and Prometheus, the SGLang stand-in (a test
+double) with --enable-metrics. Runs in molecule's verify step, after converge and idempotence:
+first the state converge left and Prometheus's own view (every target up, the dashboard's
+node and stand-in series present), then metrics off and on again through ansible-playbook,
+each twice: the second run of each must change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))
+INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
+PROM = "http://127.0.0.1:9090"
+
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+import gpuhost_metrics as gm  # noqa: E402 - after the path insert
+
+pytestmark = pytest.mark.skipif(not INVENTORY, reason="runs under molecule verify")
+
+
+def prom(host, path: str) -> dict:
+    out = host.check_output(f"curl -sf '{PROM}{path}'")
+    data = json.loads(out)
+    assert data["status"] == "success", out
+    return data["data"]
+
+
+def converge(extra: dict) -> tuple[int, int, str]:
+    cmd = [
+        "ansible-playbook",
+        "-i",
+        INVENTORY,
+        str(SCENARIO / "converge.yml"),
+        "-e",
+        json.dumps(extra),
+    ]
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    out = proc.stdout + proc.stderr
+    match = re.search(r"changed=(\d+)\s+unreachable=\d+\s+failed=\d+", out)
+    assert match, out[-3000:]
+    return proc.returncode, int(match.group(1)), out
+
+
+def test_units_run_on_loopback(host):
+    for unit in ("prometheus-node-exporter", "prometheus", "sglang-server"):
+        assert host.service(unit).is_running, unit
+    listening = host.check_output("ss -Htlnp")
+    assert "127.0.0.1:9100" in listening and "127.0.0.1:9090" in listening
+    assert "*:9100" not in listening and "0.0.0.0:9100" not in listening
+    assert (
+        "--enable-metrics" in host.file("/etc/systemd/system/sglang-server.service").content_string
+    )
+
+
+@pytest.mark.parametrize("unit", ["prometheus-node-exporter", "prometheus"])
+def test_units_are_hardened(host, unit):
+    out = host.check_output(f"systemd-analyze security {unit}.service --no-pager")
+    score = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", out).group(1))
+    assert score <= 4.0, out[-1500:]
+
+
+def test_every_target_is_up_in_prometheus(host):
+    deadline = time.monotonic() + 90
+    while True:
+        targets = prom(host, "/api/v1/targets?state=active")["activeTargets"]
+        jobs = {t["labels"]["job"]: t["health"] for t in targets}
+        if set(jobs) == {"gpuhost-node", "gpuhost-sglang"} and set(jobs.values()) == {"up"}:
+            break
+        assert time.monotonic() < deadline, json.dumps(targets, indent=1)[-3000:]
+        time.sleep(2)
+    up = prom(host, "/api/v1/query?query=up")["result"]
+    assert sorted(r["metric"]["job"] for r in up) == ["gpuhost-node", "gpuhost-sglang"]
+    assert {r["value"][1] for r in up} == {"1"}
+    assert {r["metric"]["gpuhost_host"] for r in up} == {"gpuhost-metrics-deb12"}
+
+
+def test_dashboard_series_exist_in_prometheus(host):
+    dashboard = json.loads((ROOT / "dashboards" / "gpuhost-serving.json").read_text())
+    used = {n for e in gm.expressions(dashboard) for n in gm.metric_names(e)}
+    node = {n for n in used if n.startswith("node_")}
+    standin = {"sglang:num_running_reqs", "sglang:num_requests_total"}  # what it exports
+    assert node and standin <= used
+    for name in sorted(node | standin):
+        result = prom(host, f"/api/v1/query?query={name}")["result"]
+        assert result, f"{name}: no series in Prometheus"
+
+
+def test_file_sd_fragments_on_the_controller():
+    fragments = Path(INVENTORY).parent / "file_sd"
+    node = json.loads((fragments / "gpuhost-node.json").read_text())
+    assert node == [
+        {"targets": ["127.0.0.1:9100"],
+         "labels": {"gpuhost_host": "gpuhost-metrics-deb12", "gpuhost_job": "node"}}
+    ]  # fmt: skip
+    assert json.loads((fragments / "gpuhost-gpu.json").read_text()) == []
+
+
+def test_off_then_on_again_both_idempotent(host):
+    off = {"gpuhost_metrics_enabled": False}
+    rc, _, out = converge(off)
+    assert rc == 0, out[-3000:]
+    rc, changed, out = converge(off)
+    assert rc == 0 and changed == 0, out[-3000:]
+    assert not host.service("prometheus-node-exporter").is_running
+    assert (
+        "--enable-metrics"
+        not in host.file("/etc/systemd/system/sglang-server.service").content_string
+    )
+    rc, _, out = converge({})
+    assert rc == 0, out[-3000:]
+    rc, changed, out = converge({})
+    assert rc == 0 and changed == 0, out[-3000:]
+    assert host.service("prometheus-node-exporter").is_running
