@@ -121,3 +121,48 @@ def test_off_then_on_again_both_idempotent(host):
     rc, changed, out = converge({})
     assert rc == 0 and changed == 0, out[-3000:]
     assert host.service("prometheus-node-exporter").is_running
+
+
+# --- gpuhost doctor on the sandbox: no GPU, the real server unit with the stand-in ----------
+
+
+def doctor(tmp_path) -> tuple[int, dict]:
+    gpuhost = Path(sys.executable).parent / "gpuhost"
+    cmd = [str(gpuhost), "--runs-dir", str(tmp_path), "doctor", "-i", INVENTORY, "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    assert report, proc.stderr[-3000:]
+    found = report["findings"]["gpuhost-metrics-deb12"]
+    return proc.returncode, {f["check"]: f for f in found}
+
+
+def test_doctor_on_the_sandbox(host, tmp_path):
+    rc, found = doctor(tmp_path)
+    assert rc == 0, found
+    assert found["doctor.gpu"]["status"] == "warn"
+    assert "GPU checks skipped" in found["doctor.gpu"]["message"]
+    for check in ("doctor.server", "doctor.journal", "doctor.drift", "doctor.disk",
+                  "verify.health", "verify.correctness"):  # fmt: skip
+        assert found[check]["status"] == "pass", found[check]
+    assert "doctor.xid" not in found  # a GPU check: skipped without a GPU
+
+
+def test_doctor_sees_drift_and_a_stopped_server(host, tmp_path):
+    unit = "/etc/systemd/system/sglang-server.service"
+    host.run(f"cp {unit} /tmp/unit.bak && sed -i 's/^LimitNOFILE=.*/LimitNOFILE=1024/' {unit}")
+    try:
+        rc, found = doctor(tmp_path / "drift")
+        assert rc == 0 and found["doctor.drift"]["status"] == "warn"
+        assert "unit (LimitNOFILE)" in found["doctor.drift"]["message"]
+    finally:
+        host.run(f"cp /tmp/unit.bak {unit} && systemctl daemon-reload")
+    host.run("systemctl stop sglang-server")
+    try:
+        rc, found = doctor(tmp_path / "stopped")
+        assert rc == 1 and found["doctor.server"]["status"] == "fail"
+    finally:
+        host.run("systemctl start sglang-server")
+        for _ in range(60):
+            if host.run("curl -sf http://127.0.0.1:30000/health").rc == 0:
+                break
+            time.sleep(1)
