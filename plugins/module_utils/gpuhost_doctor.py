@@ -7,7 +7,7 @@ host only through a gpuhost_hostfacts.Probe, so tests feed recorded or made capt
 module gpuhost_doctor runs collect() and judge() on the host: the drift check compares the
 server's env file, which holds the API key, and only variable names leave the host.
 
-Formats relied on (docs/doctor.md lists the public sources):
+Formats relied on (docs/day2.md lists the public sources):
   nvidia-smi -q -x      nvsmi_device_v12/v13.dtd: <ecc_errors>, <retired_pages>,
                         <remapped_rows>, <clocks_event_reasons> (<clocks_throttle_reasons>
                         before driver 535), <gpu_power_readings> (<power_readings> before
