@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ansible.module_utils import gpuhost_doctor as doc
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_doctor as doc
 
 FIX = Path(__file__).parent / "fixtures"
 DOCTOR = FIX / "doctor"

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from ansible.module_utils import gpuhost_gpu_samples as gs
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_gpu_samples as gs
 from test_bench_report import CONSTRUCTED, make_run, read_lines
 
 from gpuhost import gpu_profile, report, runfacts

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import gpuhost_gpu_samples as gs
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_gpu_samples as gs
 
 DAY2 = Path(__file__).parent / "fixtures" / "gpu-hosts" / "h200x1-day2"
 H200_LIMITS = {0: {"power_limit_w": 700.0, "sm_clock_max_mhz": 1980.0, "pcie_gen_max": 5,

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from ansible.module_utils import gpuhost_metrics as gm
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as gm
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "gpuhost-serving.json"

@@ -4,21 +4,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_metrics as _metrics  # noqa: E402
-from gpuhost_plain import plain  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as _metrics
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
 
 def gpuhost_file_sd(hostvars_list, job):
-    """play hosts' hostvars | gpuhost_file_sd('node') -> the file_sd list of that job."""
+    """play hosts' hostvars | gpuhost.gpu.file_sd('node') -> the file_sd list of that job."""
     hosts = [
         {
             "inventory_hostname": str(hv.get("inventory_hostname")),
@@ -31,4 +22,4 @@ def gpuhost_file_sd(hostvars_list, job):
 
 class FilterModule:
     def filters(self):
-        return {"gpuhost_file_sd": gpuhost_file_sd}
+        return {"file_sd": gpuhost_file_sd}

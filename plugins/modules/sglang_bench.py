@@ -131,7 +131,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_bench_serving 
     missing_metrics,
     scrub,
 )
-from ansible.module_utils.gpuhost_gpu_samples import (  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_gpu_samples import (  # noqa: E402
     LIMITS_QUERY,
     compact,
     explain,

@@ -21,8 +21,7 @@ SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).res
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 PROM = "http://127.0.0.1:9090"
 
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-import gpuhost_metrics as gm  # noqa: E402 - after the path insert
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as gm
 
 pytestmark = pytest.mark.skipif(not INVENTORY, reason="runs under molecule verify")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: gpuhost_doctor
+module: doctor
 short_description: Health checks of a GPU serving host (Xid, memory errors, clocks, drift ...)
 description:
   - Reads nvidia-smi, the kernel log, the server unit's state and journal, the rendered unit
@@ -49,13 +49,13 @@ captures: {description: What was read, without the env file's values., type: dic
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-from ansible.module_utils.gpuhost_doctor import (  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_doctor import (  # noqa: E402
     DEFAULT_XID_FAIL,
     collect,
     judge,
     public_captures,
 )
-from ansible.module_utils.gpuhost_hostfacts import Probe  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import Probe  # noqa: E402
 
 
 def main():
