@@ -23,7 +23,10 @@ import hashlib
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import parse_proc_driver_version, parse_query_xml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (
+    parse_proc_driver_version,
+    parse_query_xml,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox import scan_dmesg
 
 PREFIX = "doctor."

@@ -15,13 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as gm
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 PROM = "http://127.0.0.1:9090"
-
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as gm
 
 pytestmark = pytest.mark.skipif(not INVENTORY, reason="runs under molecule verify")
 
