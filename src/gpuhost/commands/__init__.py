@@ -25,7 +25,7 @@ REGISTRY = (
     "report",
     "update",
     "rollback",
-    "gpuhost.doctor",
+    "doctor",
 )
 
 
