@@ -14,13 +14,15 @@ import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
     Invalid,
     convert,
+    load_role_constraints,
     load_role_specs,
+    rule_names,
+    select,
     validate,
 )
 from gpuhost_fakes import ROOT
 
 BAD = sorted((ROOT / "tests" / "fixtures" / "bad-inputs").glob("*.yml"))
-CONSTRAINTS = yaml.safe_load((ROOT / "validation" / "constraints.yml").read_text())
 
 
 def _load(path):
@@ -28,6 +30,7 @@ def _load(path):
 
 
 SPECS = load_role_specs(str(ROOT / "roles"), _load)
+CONSTRAINTS = load_role_constraints(str(ROOT / "roles"), _load)
 
 
 def errors_for(values, specs=None, constraints=None):
@@ -101,7 +104,7 @@ def test_message_names_variable_value_and_allowed():
     errors = errors_for({"sglang_server_port": 70000, "preflight_command_timeout": 0})
     assert (
         "preflight_command_timeout: got 0; allowed: a number >= 1 and <= 600 "
-        "(validation/constraints.yml)" in errors
+        "(roles/preflight/meta/constraints.yml)" in errors
     )
     assert any(
         e.startswith("sglang_server_port: got 70000; allowed: a number >= 1") for e in errors
@@ -171,7 +174,7 @@ def test_unknown_role_variable_is_a_warning_with_a_suggestion():
 
 def test_unknown_rule_kind_is_reported():
     errors = errors_for({}, specs={}, constraints={"rules": [{"name": "x", "kind": "bogus"}]})
-    assert errors == ["validation/constraints.yml: rule x has unknown kind 'bogus'"]
+    assert errors == ["constraints: rule x has unknown kind 'bogus'"]
 
 
 def _plain(value):
@@ -200,6 +203,66 @@ def test_constraints_name_only_variables_that_exist_or_are_typed():
     declared = {name for options in SPECS.values() for name in options}
     for name, rule in CONSTRAINTS["variables"].items():
         assert name in declared or "type" in rule, f"{name}: no role declares it and no type given"
+
+
+def test_constraints_live_with_their_role():
+    """Each role's meta/constraints.yml constrains only that role's variables (the shared
+    gpuhost_* settings belong to base) and its rules read at least one of them."""
+    for name, rule in CONSTRAINTS["variables"].items():
+        role = rule["role"]
+        assert name.startswith(f"{role}_") or (role == "base" and name.startswith("gpuhost_")), name
+        assert rule["source"] == f"roles/{role}/meta/constraints.yml"
+    for rule in CONSTRAINTS["rules"]:
+        assert any(n.startswith(f"{rule['role']}_") for n in rule_names(rule)), rule["name"]
+
+
+def test_sub_options_are_checked_by_ansible_core():
+    errors = errors_for({"nccl_verify_thresholds": {"nvlnk": {"min_busbw_gbps": 1}}})
+    assert errors == [
+        "nccl_verify_thresholds: got {'nvlnk': {'min_busbw_gbps': 1}}; allowed: a mapping with "
+        "keys from nvlink, pcie_no_p2p, pcie_p2p (role nccl argument_specs)"
+    ]
+    bad = {"nvlink": {"min_busbw_gbps": "fast"}}
+    assert "a mapping with keys from" in errors_for({"nccl_verify_thresholds": bad})[0]
+    good = {"nvlink": {"min_busbw_gbps": 40, "max_latency_us": 100}}
+    assert errors_for({"nccl_verify_thresholds": good}) == []
+
+
+def test_version_inside_its_branch():
+    errors = errors_for({"nvidia_driver_branch": 580, "nvidia_driver_version": "570.1.2"})
+    assert errors == [
+        "nvidia_driver_version: got '570.1.2'; allowed: a version inside nvidia_driver_branch "
+        "(580), i.e. 580.<n> - the version pins a release of the branch the packages are named "
+        "after (roles/nvidia_driver/meta/constraints.yml rule nvidia_driver_version_in_branch)"
+    ]
+    assert errors_for({"nvidia_driver_branch": 580, "nvidia_driver_version": "580.95.05"}) == []
+    assert errors_for({"nvidia_driver_branch": 580, "nvidia_driver_version": ""}) == []
+    errors = errors_for(
+        {"cuda_toolkit_version": "12.8", "cuda_toolkit_package_version": "12.9.1-1"}
+    )
+    assert len(errors) == 1 and errors[0].startswith("cuda_toolkit_package_version: got '12.9.1-1'")
+
+
+def test_router_rules():
+    errors = errors_for({"sglang_router_port": 30000, "sglang_router_prometheus_port": 30000})
+    assert len(errors) == 1 and errors[0].startswith("sglang_router_prometheus_port: got 30000")
+    errors = errors_for({"sglang_router_host": "0.0.0.0", "sglang_router_admin_api_key": ""})
+    assert len(errors) == 1 and errors[0].startswith("sglang_router_admin_api_key: got ''")
+    assert (
+        errors_for({"sglang_router_host": "0.0.0.0", "sglang_router_admin_api_key": "k" * 20}) == []
+    )
+
+
+def test_a_role_checks_its_own_variables_with_the_shared_constraints():
+    specs, constraints = select(SPECS, CONSTRAINTS, ["nccl"])
+    assert set(specs) == {"nccl"}
+    # gpuhost_base_dir is declared by nccl and constrained by base: the pattern still applies.
+    errors = validate(specs, constraints, {"gpuhost_base_dir": "opt", "sglang_server_port": 0})[0]
+    errors = [e for e in errors if "not set; allowed: required" not in e]
+    assert errors == [
+        "gpuhost_base_dir: got 'opt'; allowed: an absolute path (roles/base/meta/constraints.yml)"
+    ]
+    assert {r["name"] for r in constraints["rules"]} == {"nccl_sweep_range"}
 
 
 # ---------------------------------------------------------------- the corpus, for real
