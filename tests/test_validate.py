@@ -319,3 +319,136 @@ def test_good_input_passes_with_no_change():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0 .*failed=0", out), out
+
+
+# ---------------------------------------------------------------- every playbook, any tag
+
+PLAYBOOKS = sorted(p.name for p in (ROOT / "playbooks").glob("*.yml") if p.name != "validate.yml")
+# One tag of each playbook's own stage: the run selects it and still stops in validation.
+STAGE_TAG = {
+    "bench.yml": "bench",
+    "host.yml": "driver",
+    "preflight.yml": "preflight",
+    "rollback.yml": "rollback",
+    "router.yml": "router",
+    "runtime.yml": "nccl",
+    "serve.yml": "server",
+    "site.yml": "cuda",
+    "update.yml": "update",
+    "verify.yml": "verify",
+}
+
+
+def test_every_playbook_has_a_stage_tag_here():
+    assert sorted(STAGE_TAG) == PLAYBOOKS
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS)
+def test_every_playbook_validates_first(name):
+    """validate.yml comes first, directly or through preflight.yml (update.yml)."""
+    plays = _load(ROOT / "playbooks" / name)
+    first = plays[0].get("ansible.builtin.import_playbook")
+    assert first in ("validate.yml", "preflight.yml"), name
+    if first == "preflight.yml":
+        assert _load(ROOT / "playbooks" / "preflight.yml")[0][
+            "ansible.builtin.import_playbook"
+        ] == ("validate.yml")
+
+
+def test_validation_is_tagged_always():
+    for task in _load(ROOT / "playbooks" / "validate.yml")[0]["tasks"]:
+        assert task["tags"] == ["always"], task["name"]
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS)
+def test_every_role_entry_is_tagged(name):
+    for play in _load(ROOT / "playbooks" / name):
+        for entry in play.get("roles") or []:
+            assert entry.get("tags"), f"{name}: role {entry['role']} has no tags"
+        for section in ("pre_tasks", "tasks"):
+            for task in play.get(section) or []:
+                include = task.get("ansible.builtin.include_role")
+                if include:
+                    assert task.get("tags"), f"{name}: {task['name']} has no tags"
+                    assert (include.get("apply") or {}).get("tags") == task["tags"], task["name"]
+
+
+def _inventory(tmp_path):
+    """localhost in both groups (router.yml runs on `routers`), local connection."""
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+    }
+    inv = {
+        "all": {
+            "children": {
+                "gpu_hosts": {"hosts": {"localhost": host}},
+                "routers": {"hosts": {"localhost": host}},
+            }
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def _run(playbook, *extra, inventory="inventory/local"):
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts"),
+    }
+    exe = Path(sys.executable).with_name("ansible-playbook")
+    return subprocess.run(
+        [str(exe), playbook, "-i", str(inventory), *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS)
+def test_a_tag_selection_still_validates_first(name, tmp_path):
+    """Each playbook run alone with one of its stage tags and a bad value stops in the
+    validation task, before any change, naming the variable."""
+    path = f"playbooks/{name}" if name != "site.yml" else "site.yml"
+    proc = _run(
+        path,
+        "--tags",
+        STAGE_TAG[name],
+        "-e",
+        "preflight_command_timeout=0",
+        inventory=_inventory(tmp_path),
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert re.search(r"^preflight_command_timeout: got '0'; allowed: ", out, re.M), out
+    assert "nothing was changed" in out, out
+    recap = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+).*failed=(\d+)", out)
+    assert recap and recap.group(2) == "0" and recap.group(3) == "1", out
+    tasks = re.findall(r"^TASK \[(.+?)\]", out, re.M)
+    assert tasks == ["Validate every gpuhost setting before any change"], out
+
+
+def test_start_at_task_still_runs_the_roles_own_validation():
+    """--start-at-task skips every task before the named one, validate.yml included
+    (ansible-core's PlayIterator); a role after the start point still checks its own
+    settings first (tasks/preflight.yml: gpuhost.gpu.validate limited to the role)."""
+    proc = _run(
+        "playbooks/verify.yml",
+        "--start-at-task",
+        "Resolve the serving profile",
+        "-e",
+        "verify_max_tokens=0",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "Validate every gpuhost setting before any change" not in out, out
+    assert "TASK [verify : Validate the verify settings]" in out, out
+    assert re.search(r"^verify_max_tokens: got '0'; allowed: ", out, re.M), out
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0 .*failed=1", out), out
