@@ -452,3 +452,40 @@ def test_start_at_task_still_runs_the_roles_own_validation():
     assert "TASK [verify : Validate the verify settings]" in out, out
     assert re.search(r"^verify_max_tokens: got '0'; allowed: ", out, re.M), out
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0 .*failed=1", out), out
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("sglang_server_served_model_name", "glm-5\nExecStartPre=+/bin/sh -c id"),
+        ("sglang_server_flags", {"--chat-template": "x\ny"}),
+        ("sglang_server_extra_env", {"A": "1\nLD_PRELOAD=/tmp/x.so"}),
+        ("sglang_router_extra_args", {"--log-level": "info\r"}),
+        ("sglang_server_firewall_cidrs", ["10.0.0.0/8\n"]),
+        ("nccl_env_overrides", {"NCCL_DEBUG": "INFO\nNCCL_P2P_DISABLE=1"}),
+    ],
+)
+def test_control_characters_are_refused_naming_the_variable(name, value):
+    errors = errors_for({name: value})
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"{name}: got "), errors
+    assert "allowed: text without control characters" in errors[0]
+
+
+def test_every_rendered_setting_is_checked_for_control_characters():
+    """Each role variable a unit, env file, firewall rule or launcher template reads."""
+    rendered = set()
+    for role in ("sglang_server", "sglang_router", "nccl"):
+        for path in (ROOT / "roles" / role / "templates").glob("*.j2"):
+            rendered |= set(
+                re.findall(r"\b((?:sglang_server|sglang_router|nccl)_[a-z_]+)", path.read_text())
+            )
+    numbers = {
+        n
+        for n, s in ((n, s) for o in SPECS.values() for n, s in o.items())
+        if s.get("type") in ("int", "float", "bool") or s.get("choices")
+    }
+    for name in sorted(rendered - numbers):
+        if name not in CONSTRAINTS["variables"] and not any(name in o for o in SPECS.values()):
+            continue  # a Jinja name that is no setting
+        assert (CONSTRAINTS["variables"].get(name) or {}).get("no_control"), name

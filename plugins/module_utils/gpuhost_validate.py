@@ -25,6 +25,9 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.module_utils.errors import ArgumentValueError, ElementError, UnsupportedError
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
+    control_characters,
+)
 
 _MISSING = object()
 CONSTRAINTS_FILE = os.path.join("meta", "constraints.yml")
@@ -206,6 +209,15 @@ def _check_spec(value, spec):
 
 def _check_constraint(value, rule):
     """Raise Invalid with the allowed range/shape when value breaks a constraint entry."""
+    if rule.get("no_control"):
+        # Rendered into a unit, env file, nftables rule or launcher: a newline there is a
+        # new directive. Checked first, whatever the other rules say.
+        bad = control_characters(value)
+        if bad:
+            raise Invalid(
+                f"text without control characters (found {', '.join(bad)}): it is written "
+                "into a systemd unit, env file, firewall rule or launcher"
+            )
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     bounds = []
     if "min" in rule:
