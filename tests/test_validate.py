@@ -16,7 +16,10 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate impor
     convert,
     load_role_constraints,
     load_role_specs,
+    plain_defaults,
+    plain_text_secrets,
     rule_names,
+    secret_names,
     select,
     validate,
 )
@@ -489,3 +492,116 @@ def test_every_rendered_setting_is_checked_for_control_characters():
         if name not in CONSTRAINTS["variables"] and not any(name in o for o in SPECS.values()):
             continue  # a Jinja name that is no setting
         assert (CONSTRAINTS["variables"].get(name) or {}).get("no_control"), name
+
+
+def test_plain_text_secret_warns_naming_the_variable():
+    raw = {"a_token": "hf_abcdef", "b_key": "{{ lookup('ansible.builtin.env', 'B') }}", "c_key": ""}
+    warnings = plain_text_secrets(raw, vaulted=lambda value: False)
+    assert len(warnings) == 1 and warnings[0].startswith("a_token: set as plain text"), warnings
+    assert "hf_abcdef" not in warnings[0]
+    assert plain_text_secrets(raw, vaulted=lambda value: True) == []
+    assert set(secret_names(SPECS)) >= {"model_cache_hf_token", "sglang_server_api_key"}
+
+
+def test_vault_and_plain_secrets_through_ansible(tmp_path):
+    """The real thing: a Vault-encrypted key passes quietly, a plain-text token warns."""
+    password = tmp_path / "vault-pass"
+    password.write_text("test-only-password\n")
+    exe = Path(sys.executable).with_name("ansible-vault")
+    encrypted = subprocess.run(
+        [
+            str(exe),
+            "encrypt_string",
+            "--vault-password-file",
+            str(password),
+            "--name",
+            "sglang_server_api_key",
+            "k" * 24,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    extra = tmp_path / "secrets.yml"
+    extra.write_text(encrypted + "\nmodel_cache_hf_token: hf_plain_text_value\n")
+    proc = _run("playbooks/validate.yml", "-e", f"@{extra}", "--vault-password-file", str(password))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "model_cache_hf_token: set as plain text" in out, out
+    assert "sglang_server_api_key: set as plain text" not in out, out
+    assert "hf_plain_text_value" not in out and "k" * 24 not in out
+
+
+def test_tp_against_the_gpu_count_is_one_rule_naming_the_variable():
+    for name in ("sglang_server_tp_size", "preflight_tp_size"):
+        errors = errors_for({name: 3, "preflight_expected_gpu_count": 8})
+        assert errors == [
+            f"{name}: got 3; allowed: a divisor of preflight_expected_gpu_count (8): 1, 2, 4, 8"
+            " - tensor parallelism splits every layer evenly over the GPUs"
+            " (roles/preflight/meta/constraints.yml rule tp_fits_gpu_count)"
+        ]
+    both = {"sglang_server_tp_size": 16, "preflight_tp_size": 16, "preflight_expected_gpu_count": 8}
+    assert len(errors_for(both)) == 1
+    assert [r["name"] for r in CONSTRAINTS["rules"] if "tp" in r["name"]] == ["tp_fits_gpu_count"]
+
+
+def test_preflight_check_of_the_gpus_found_says_the_same():
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
+
+    message = tp_misfit("sglang_server_tp_size", 3, 8, "the GPUs found")
+    assert message == (
+        "sglang_server_tp_size: got 3; allowed: a divisor of the GPUs found (8): 1, 2, 4, 8"
+        " - tensor parallelism splits every layer evenly over the GPUs"
+    )
+    assert tp_misfit("x", 4, 8, "n") is None and tp_misfit("x", 0, 8, "n") is None
+
+
+@pytest.mark.parametrize(
+    ("values", "name"),
+    [
+        ({"model_cache_model_id": "not a repo"}, "model_cache_model_id"),
+        ({"model_cache_revision": "main branch"}, "model_cache_revision"),
+        ({"model_cache_expected_size_gib": -1}, "model_cache_expected_size_gib"),
+        ({"model_cache_max_workers": 0}, "model_cache_max_workers"),
+        ({"model_cache_hf_home": "cache"}, "model_cache_hf_home"),
+        ({"model_cache_mode": "prestaged"}, "model_cache_prestaged_path"),
+        # raw-typed, given as an int: the pattern still applies
+        ({"rolling_update_serial": 0}, "rolling_update_serial"),
+        # parsed as addresses and networks, not matched
+        ({"sglang_server_host": "10.0.0.300"}, "sglang_server_host"),
+        ({"sglang_router_host": "0.0.0.0.0"}, "sglang_router_host"),
+        ({"sglang_server_firewall_cidrs": ["10.0.0.0/33"]}, "sglang_server_firewall_cidrs"),
+        # a CUDA release, or a driver branch, older than the Python lane needs
+        ({"python_env_lane": "cu13"}, "cuda_toolkit_version"),
+        (
+            {
+                "python_env_lane": "cu13",
+                "cuda_toolkit_version": "13.0",
+                "nvidia_driver_branch": 570,
+            },
+            "nvidia_driver_branch",
+        ),
+    ],
+)
+def test_gaps_closed(values, name):
+    errors = validate(SPECS, CONSTRAINTS, values, defaults=plain_defaults(SPECS))[0]
+    errors = [e for e in errors if "not set; allowed: required" not in e]
+    assert len(errors) == 1 and errors[0].startswith(f"{name}: got "), errors
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"model_cache_model_id": "lukealonso/GLM-5-NVFP4", "model_cache_revision": "a" * 40},
+        {"rolling_update_serial": 2},
+        {"rolling_update_serial": "25%"},
+        {"sglang_server_host": "::", "sglang_server_api_key": "k" * 20},
+        {"sglang_server_firewall_cidrs": ["10.0.0.0/8", "fd00::/8", "192.168.1.7"]},
+        {"python_env_lane": "cu13", "cuda_toolkit_version": "13.0", "nvidia_driver_branch": 580},
+        {"model_cache_mode": "prestaged", "model_cache_prestaged_path": "/srv/models/glm"},
+    ],
+)
+def test_gaps_closed_good_values_pass(values):
+    errors = validate(SPECS, CONSTRAINTS, values, defaults=plain_defaults(SPECS))[0]
+    assert [e for e in errors if "not set; allowed: required" not in e] == []

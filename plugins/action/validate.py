@@ -18,6 +18,19 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
+try:  # ansible-core 2.19+: vaulted values are EncryptedString or tagged VaultedValue
+    from ansible.parsing.vault import VaultHelper
+
+    def _vaulted(value):
+        return VaultHelper.get_ciphertext(value, with_tags=False) is not None
+
+except ImportError:  # older ansible-core
+    from ansible.parsing.yaml.objects import AnsibleVaultEncryptedUnicode
+
+    def _vaulted(value):
+        return isinstance(value, AnsibleVaultEncryptedUnicode)
+
+
 DOCUMENTATION = r"""
 ---
 action: gpuhost.gpu.validate
@@ -94,7 +107,13 @@ class ActionModule(ActionBase):
                     f"{name}: got a template that does not render ({exc}); "
                     "allowed: a value or a template over defined variables"
                 )
-        found, warnings, checked = logic.validate(specs, constraints, values)
+        # Secrets as the inventory holds them, before templating decrypts or looks them up.
+        raw = {n: task_vars[n] for n in logic.secret_names(specs) if n in task_vars}
+        for line in logic.plain_text_secrets(raw, _vaulted):
+            self._display.warning(f"gpuhost_validate: {line}")
+        found, warnings, checked = logic.validate(
+            specs, constraints, values, defaults=logic.plain_defaults(specs)
+        )
         errors.extend(found)
         for line in warnings:
             self._display.warning(f"gpuhost_validate: {line}")

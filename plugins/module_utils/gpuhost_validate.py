@@ -18,6 +18,7 @@ tests feed it dicts.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import os
 import re
@@ -28,6 +29,7 @@ from ansible.module_utils.errors import ArgumentValueError, ElementError, Unsupp
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
     control_characters,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
 
 _MISSING = object()
 CONSTRAINTS_FILE = os.path.join("meta", "constraints.yml")
@@ -84,7 +86,7 @@ def load_role_constraints(roles_dir, load_yaml):
 
 def rule_names(rule):
     """The variables a cross-variable rule reads."""
-    names = [rule[k] for k in ("left", "right", "if", "then") if k in rule]
+    names = [rule[k] for k in ("left", "right", "if", "then", "by", "count") if k in rule]
     return names + list(rule.get("vars") or [])
 
 
@@ -239,8 +241,12 @@ def _check_constraint(value, rule):
             raise Invalid(rule.get("message") or "a number " + " and ".join(bounds))
     if rule.get("nonempty") and (value is None or (hasattr(value, "__len__") and not value)):
         raise Invalid(rule.get("message") or "a non-empty value")
-    if "pattern" in rule and isinstance(value, str) and not re.fullmatch(rule["pattern"], value):
+    # A raw-typed setting given as a number (rolling_update_serial: 0) is matched as text.
+    scalar = value is not None and not isinstance(value, (bool, list, dict))
+    if "pattern" in rule and scalar and not re.fullmatch(rule["pattern"], str(value)):
         raise Invalid(rule.get("message") or f"a string matching {rule['pattern']}")
+    if "ip" in rule and isinstance(value, (str, int)) and not isinstance(value, bool):
+        _check_ip(str(value), rule["ip"])
     if "min_length" in rule and hasattr(value, "__len__") and len(value) < rule["min_length"]:
         raise Invalid(rule.get("message") or f"at least {rule['min_length']} item(s)")
     if "elements" in rule and isinstance(value, list):
@@ -267,11 +273,68 @@ def _check_constraint(value, rule):
                 raise Invalid(f"{key!r} {exc}") from exc
 
 
-def validate(specs, constraints, values):
+def _check_ip(text, kind):
+    """ip: address (an IP address, or localhost) | network (a CIDR, host bits allowed),
+    parsed by the standard library rather than matched by a pattern."""
+    try:
+        if kind == "network":
+            ipaddress.ip_network(text, strict=False)
+        elif text != "localhost":
+            ipaddress.ip_address(text)
+    except ValueError as exc:
+        shown = "an IPv4/IPv6 network in CIDR form, e.g. 10.0.0.0/8 or fd00::/8"
+        if kind != "network":
+            shown = "an IPv4/IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::1) or localhost"
+        raise Invalid(f"{shown} ({exc})") from exc
+
+
+def secret_names(specs):
+    """Variables whose argument spec says no_log: the secrets."""
+    return sorted(
+        {n for o in specs.values() for n, spec in o.items() if (spec or {}).get("no_log")}
+    )
+
+
+def plain_text_secrets(raw, vaulted):
+    """Warnings for secrets written into the inventory as plain text.
+
+    raw: {name: the value as the inventory holds it, before templating}; vaulted(value):
+    whether that value is Ansible Vault ciphertext. A template ("{{ vault_x }}", an env
+    lookup) or an empty value is fine; a literal non-empty string sits readable in a file.
+    """
+    out = []
+    for name in sorted(raw):
+        value = raw[name]
+        if vaulted(value) or not isinstance(value, str) or not value or "{{" in value:
+            continue
+        out.append(
+            f"{name}: set as plain text in the inventory or extra vars; keep it in Ansible Vault "
+            "(ansible-vault encrypt_string) or take it from the environment "
+            "(lookup('ansible.builtin.env', ...))"
+        )
+    return out
+
+
+def plain_defaults(specs):
+    """{name: default} of every argument spec whose default is a plain value (no template):
+    what the rules across variables read for a variable the inventory leaves unset."""
+    out = {}
+    for options in specs.values():
+        for name, spec in options.items():
+            default = (spec or {}).get("default", _MISSING)
+            if default is _MISSING or (isinstance(default, str) and "{{" in default):
+                continue
+            out.setdefault(name, default)
+    return out
+
+
+def validate(specs, constraints, values, defaults=None):
     """Validate `values` ({name: value}, only variables the user defined).
 
     specs: {role: {name: argument spec}}; constraints: {variables, rules} as
     load_role_constraints() returns them.
+    defaults: {name: value} the rules across variables read for a variable not in values
+    (plain_defaults(specs)); the variables themselves are checked only when set.
     Returns (errors, warnings, checked) with errors/warnings as message lines.
     """
     errors, warnings = [], []
@@ -310,8 +373,19 @@ def validate(specs, constraints, values):
             secret = bool(SECRET.search(name)) or any(s.get("no_log") for _, s in sources)
             errors.append(f"{name}: got {_describe(value, secret)}; allowed: {exc} ({where})")
 
+    rule_values, rule_converted = dict(values), dict(converted)
+    for name, value in (defaults or {}).items():
+        if name in values:
+            continue
+        rule_values[name] = value
+        try:
+            for _, spec in declared.get(name, []):
+                value = _check_spec(value, spec)
+            rule_converted[name] = value
+        except Invalid:
+            continue
     for rule in (constraints or {}).get("rules") or []:
-        message = _check_rule(rule, converted, values)
+        message = _check_rule(rule, rule_converted, rule_values)
         if message:
             errors.append(message)
 
@@ -387,6 +461,20 @@ def _check_rule(rule, converted, values):
             + ", ".join(f"{n} is {_describe(values[n])}" for n in names[:-1])
             + f"{_why(rule)} ({_source(rule)} rule {rule.get('name', kind)})"
         )
+    if kind == "tp_fits":
+        # One rule for every TP setting against the GPU count (gpuhost_tp, shared with the
+        # preflight check of the GPUs found).
+        count = _number(rule["count"], converted, values)
+        if count in (_MISSING, None):
+            return None
+        for name in rule["vars"]:
+            tp = _number(name, converted, values)
+            if tp in (_MISSING, None):
+                continue
+            message = tp_misfit(name, tp, count, rule["count"])
+            if message:
+                return f"{message} ({_source(rule)} rule {rule.get('name', kind)})"
+        return None
     if kind == "prefix":
         # One version inside another: nvidia_driver_version inside nvidia_driver_branch.
         left, right = rule["left"], rule["right"]
@@ -410,7 +498,25 @@ def _check_rule(rule, converted, values):
             f"({_describe(converted[right])}){_why(rule)} "
             f"({_source(rule)} rule {rule.get('name', kind)})"
         )
+    if kind == "min_by":
+        # A version at least what another setting needs: cuda_toolkit_version for the lane.
+        left, by = rule["left"], rule["by"]
+        if left not in converted or by not in converted:
+            return None
+        wanted = (rule.get("min") or {}).get(str(converted[by]))
+        have = _version(converted[left])
+        if wanted is None or have is None or have >= _version(wanted):
+            return None
+        return (
+            f"{left}: got {_describe(converted[left])}; allowed: {wanted} or newer for "
+            f"{by} {converted[by]}{_why(rule)} ({_source(rule)} rule {rule.get('name', kind)})"
+        )
     return f"{_source(rule)}: rule {rule.get('name', '?')} has unknown kind {kind!r}"
+
+
+def _version(value):
+    parts = re.findall(r"\d+", str(value))
+    return tuple(int(p) for p in parts) if parts else None
 
 
 def _source(rule):
