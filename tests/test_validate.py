@@ -330,6 +330,8 @@ PLAYBOOKS = sorted(p.name for p in (ROOT / "playbooks").glob("*.yml") if p.name 
 # One tag of each playbook's own stage: the run selects it and still stops in validation.
 STAGE_TAG = {
     "bench.yml": "bench",
+    "doctor.yml": "doctor",
+    "metrics.yml": "metrics",
     "host.yml": "driver",
     "preflight.yml": "preflight",
     "rollback.yml": "rollback",
@@ -478,11 +480,10 @@ def test_control_characters_are_refused_naming_the_variable(name, value):
 def test_every_rendered_setting_is_checked_for_control_characters():
     """Each role variable a unit, env file, firewall rule or launcher template reads."""
     rendered = set()
-    for role in ("sglang_server", "sglang_router", "nccl"):
+    roles = ("sglang_server", "sglang_router", "nccl", "metrics")
+    for role in roles:
         for path in (ROOT / "roles" / role / "templates").glob("*.j2"):
-            rendered |= set(
-                re.findall(r"\b((?:sglang_server|sglang_router|nccl)_[a-z_]+)", path.read_text())
-            )
+            rendered |= set(re.findall(rf"\b((?:{'|'.join(roles)})_[a-z_]+)", path.read_text()))
     numbers = {
         n
         for n, s in ((n, s) for o in SPECS.values() for n, s in o.items())
