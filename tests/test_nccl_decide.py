@@ -455,3 +455,16 @@ def test_apply_autotune_replaces_env_and_reasons(h200_capture):
     assert reason(tuned, "NCCL_MIN_CTAS") == reason(d, "NCCL_MIN_CTAS")
     assert "NCCL_P2P_LEVEL" not in d["env"]
     assert nccl.apply_autotune(d, {"chosen": "derived", "env": {}}, "x") is d
+
+
+def test_harmful_override_is_a_preflight_finding(h200_capture):
+    """P2P off on the real NVLink pair: shown as a preflight warning naming the override."""
+    override_findings = verify.override_findings
+    (gpu, host), version = h200_capture
+    inp = nccl.input_from_facts(gpu, host, version)
+    (bad,) = override_findings(nccl.decide(inp, {"NCCL_P2P_DISABLE": "1"}))
+    assert bad["check"] == "preflight.nccl_override" and bad["status"] == "warn"
+    assert bad["message"].startswith("nccl_env_overrides.NCCL_P2P_DISABLE=1: disables P2P over")
+    assert "remove NCCL_P2P_DISABLE from nccl_env_overrides" in bad["fix"]
+    (ok,) = override_findings(nccl.decide(inp, {"NCCL_DEBUG": "WARN"}))
+    assert ok["status"] == "pass"

@@ -423,3 +423,17 @@ def test_env_values_are_quoted_for_an_environment_file():
     assert profile.env_value("plain") == "plain"
     assert profile.env_value("a b") == '"a b"'
     assert profile.env_value(True) == "1"
+
+
+def test_control_characters_in_rendered_values_fail():
+    """A newline in the served name (from a profile file) would be a new unit directive."""
+    _, result = check(served_model_name="glm-5\nExecStartPre=+/bin/sh -c id")
+    assert any(
+        e.startswith(
+            "served_model_name: got 'glm-5\\nExecStartPre=+/bin/sh -c id'; allowed: "
+            "text without control characters (found '\\n')"
+        )
+        for e in result["errors"]
+    ), result["errors"]
+    _, result = check(env={"X": "a\rb"})
+    assert any(e.startswith("env: got ") for e in result["errors"]), result["errors"]

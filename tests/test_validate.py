@@ -14,13 +14,18 @@ import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
     Invalid,
     convert,
+    load_role_constraints,
     load_role_specs,
+    plain_defaults,
+    plain_text_secrets,
+    rule_names,
+    secret_names,
+    select,
     validate,
 )
 from gpuhost_fakes import ROOT
 
 BAD = sorted((ROOT / "tests" / "fixtures" / "bad-inputs").glob("*.yml"))
-CONSTRAINTS = yaml.safe_load((ROOT / "validation" / "constraints.yml").read_text())
 
 
 def _load(path):
@@ -28,6 +33,7 @@ def _load(path):
 
 
 SPECS = load_role_specs(str(ROOT / "roles"), _load)
+CONSTRAINTS = load_role_constraints(str(ROOT / "roles"), _load)
 
 
 def errors_for(values, specs=None, constraints=None):
@@ -101,7 +107,7 @@ def test_message_names_variable_value_and_allowed():
     errors = errors_for({"sglang_server_port": 70000, "preflight_command_timeout": 0})
     assert (
         "preflight_command_timeout: got 0; allowed: a number >= 1 and <= 600 "
-        "(validation/constraints.yml)" in errors
+        "(roles/preflight/meta/constraints.yml)" in errors
     )
     assert any(
         e.startswith("sglang_server_port: got 70000; allowed: a number >= 1") for e in errors
@@ -171,7 +177,7 @@ def test_unknown_role_variable_is_a_warning_with_a_suggestion():
 
 def test_unknown_rule_kind_is_reported():
     errors = errors_for({}, specs={}, constraints={"rules": [{"name": "x", "kind": "bogus"}]})
-    assert errors == ["validation/constraints.yml: rule x has unknown kind 'bogus'"]
+    assert errors == ["constraints: rule x has unknown kind 'bogus'"]
 
 
 def _plain(value):
@@ -200,6 +206,66 @@ def test_constraints_name_only_variables_that_exist_or_are_typed():
     declared = {name for options in SPECS.values() for name in options}
     for name, rule in CONSTRAINTS["variables"].items():
         assert name in declared or "type" in rule, f"{name}: no role declares it and no type given"
+
+
+def test_constraints_live_with_their_role():
+    """Each role's meta/constraints.yml constrains only that role's variables (the shared
+    gpuhost_* settings belong to base) and its rules read at least one of them."""
+    for name, rule in CONSTRAINTS["variables"].items():
+        role = rule["role"]
+        assert name.startswith(f"{role}_") or (role == "base" and name.startswith("gpuhost_")), name
+        assert rule["source"] == f"roles/{role}/meta/constraints.yml"
+    for rule in CONSTRAINTS["rules"]:
+        assert any(n.startswith(f"{rule['role']}_") for n in rule_names(rule)), rule["name"]
+
+
+def test_sub_options_are_checked_by_ansible_core():
+    errors = errors_for({"nccl_verify_thresholds": {"nvlnk": {"min_busbw_gbps": 1}}})
+    assert errors == [
+        "nccl_verify_thresholds: got {'nvlnk': {'min_busbw_gbps': 1}}; allowed: a mapping with "
+        "keys from nvlink, pcie_no_p2p, pcie_p2p (role nccl argument_specs)"
+    ]
+    bad = {"nvlink": {"min_busbw_gbps": "fast"}}
+    assert "a mapping with keys from" in errors_for({"nccl_verify_thresholds": bad})[0]
+    good = {"nvlink": {"min_busbw_gbps": 40, "max_latency_us": 100}}
+    assert errors_for({"nccl_verify_thresholds": good}) == []
+
+
+def test_version_inside_its_branch():
+    errors = errors_for({"nvidia_driver_branch": 580, "nvidia_driver_version": "570.1.2"})
+    assert errors == [
+        "nvidia_driver_version: got '570.1.2'; allowed: a version inside nvidia_driver_branch "
+        "(580), i.e. 580.<n> - the version pins a release of the branch the packages are named "
+        "after (roles/nvidia_driver/meta/constraints.yml rule nvidia_driver_version_in_branch)"
+    ]
+    assert errors_for({"nvidia_driver_branch": 580, "nvidia_driver_version": "580.95.05"}) == []
+    assert errors_for({"nvidia_driver_branch": 580, "nvidia_driver_version": ""}) == []
+    errors = errors_for(
+        {"cuda_toolkit_version": "12.8", "cuda_toolkit_package_version": "12.9.1-1"}
+    )
+    assert len(errors) == 1 and errors[0].startswith("cuda_toolkit_package_version: got '12.9.1-1'")
+
+
+def test_router_rules():
+    errors = errors_for({"sglang_router_port": 30000, "sglang_router_prometheus_port": 30000})
+    assert len(errors) == 1 and errors[0].startswith("sglang_router_prometheus_port: got 30000")
+    errors = errors_for({"sglang_router_host": "0.0.0.0", "sglang_router_admin_api_key": ""})
+    assert len(errors) == 1 and errors[0].startswith("sglang_router_admin_api_key: got ''")
+    assert (
+        errors_for({"sglang_router_host": "0.0.0.0", "sglang_router_admin_api_key": "k" * 20}) == []
+    )
+
+
+def test_a_role_checks_its_own_variables_with_the_shared_constraints():
+    specs, constraints = select(SPECS, CONSTRAINTS, ["nccl"])
+    assert set(specs) == {"nccl"}
+    # gpuhost_base_dir is declared by nccl and constrained by base: the pattern still applies.
+    errors = validate(specs, constraints, {"gpuhost_base_dir": "opt", "sglang_server_port": 0})[0]
+    errors = [e for e in errors if "not set; allowed: required" not in e]
+    assert errors == [
+        "gpuhost_base_dir: got 'opt'; allowed: an absolute path (roles/base/meta/constraints.yml)"
+    ]
+    assert {r["name"] for r in constraints["rules"]} == {"nccl_sweep_range"}
 
 
 # ---------------------------------------------------------------- the corpus, for real
@@ -256,3 +322,287 @@ def test_good_input_passes_with_no_change():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0 .*failed=0", out), out
+
+
+# ---------------------------------------------------------------- every playbook, any tag
+
+PLAYBOOKS = sorted(p.name for p in (ROOT / "playbooks").glob("*.yml") if p.name != "validate.yml")
+# One tag of each playbook's own stage: the run selects it and still stops in validation.
+STAGE_TAG = {
+    "bench.yml": "bench",
+    "doctor.yml": "doctor",
+    "metrics.yml": "metrics",
+    "host.yml": "driver",
+    "preflight.yml": "preflight",
+    "rollback.yml": "rollback",
+    "router.yml": "router",
+    "runtime.yml": "nccl",
+    "serve.yml": "server",
+    "site.yml": "cuda",
+    "update.yml": "update",
+    "verify.yml": "verify",
+}
+
+
+def test_every_playbook_has_a_stage_tag_here():
+    assert sorted(STAGE_TAG) == PLAYBOOKS
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS)
+def test_every_playbook_validates_first(name):
+    """validate.yml comes first, directly or through preflight.yml (update.yml)."""
+    plays = _load(ROOT / "playbooks" / name)
+    first = plays[0].get("ansible.builtin.import_playbook")
+    assert first in ("validate.yml", "preflight.yml"), name
+    if first == "preflight.yml":
+        assert _load(ROOT / "playbooks" / "preflight.yml")[0][
+            "ansible.builtin.import_playbook"
+        ] == ("validate.yml")
+
+
+def test_validation_is_tagged_always():
+    for task in _load(ROOT / "playbooks" / "validate.yml")[0]["tasks"]:
+        assert task["tags"] == ["always"], task["name"]
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS)
+def test_every_role_entry_is_tagged(name):
+    for play in _load(ROOT / "playbooks" / name):
+        for entry in play.get("roles") or []:
+            assert entry.get("tags"), f"{name}: role {entry['role']} has no tags"
+        for section in ("pre_tasks", "tasks"):
+            for task in play.get(section) or []:
+                include = task.get("ansible.builtin.include_role")
+                if include:
+                    assert task.get("tags"), f"{name}: {task['name']} has no tags"
+                    assert (include.get("apply") or {}).get("tags") == task["tags"], task["name"]
+
+
+def _inventory(tmp_path):
+    """localhost in both groups (router.yml runs on `routers`), local connection."""
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+    }
+    inv = {
+        "all": {
+            "children": {
+                "gpu_hosts": {"hosts": {"localhost": host}},
+                "routers": {"hosts": {"localhost": host}},
+            }
+        }
+    }
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    return path
+
+
+def _run(playbook, *extra, inventory="inventory/local"):
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts"),
+    }
+    exe = Path(sys.executable).with_name("ansible-playbook")
+    return subprocess.run(
+        [str(exe), playbook, "-i", str(inventory), *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("name", PLAYBOOKS)
+def test_a_tag_selection_still_validates_first(name, tmp_path):
+    """Each playbook run alone with one of its stage tags and a bad value stops in the
+    validation task, before any change, naming the variable."""
+    path = f"playbooks/{name}" if name != "site.yml" else "site.yml"
+    proc = _run(
+        path,
+        "--tags",
+        STAGE_TAG[name],
+        "-e",
+        "preflight_command_timeout=0",
+        inventory=_inventory(tmp_path),
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert re.search(r"^preflight_command_timeout: got '0'; allowed: ", out, re.M), out
+    assert "nothing was changed" in out, out
+    recap = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+).*failed=(\d+)", out)
+    assert recap and recap.group(2) == "0" and recap.group(3) == "1", out
+    tasks = re.findall(r"^TASK \[(.+?)\]", out, re.M)
+    assert tasks == ["Validate every gpuhost setting before any change"], out
+
+
+def test_start_at_task_still_runs_the_roles_own_validation():
+    """--start-at-task skips every task before the named one, validate.yml included
+    (ansible-core's PlayIterator); a role after the start point still checks its own
+    settings first (tasks/preflight.yml: gpuhost.gpu.validate limited to the role)."""
+    proc = _run(
+        "playbooks/verify.yml",
+        "--start-at-task",
+        "Resolve the serving profile",
+        "-e",
+        "verify_max_tokens=0",
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "Validate every gpuhost setting before any change" not in out, out
+    assert "TASK [verify : Validate the verify settings]" in out, out
+    assert re.search(r"^verify_max_tokens: got '0'; allowed: ", out, re.M), out
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0 .*failed=1", out), out
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("sglang_server_served_model_name", "glm-5\nExecStartPre=+/bin/sh -c id"),
+        ("sglang_server_flags", {"--chat-template": "x\ny"}),
+        ("sglang_server_extra_env", {"A": "1\nLD_PRELOAD=/tmp/x.so"}),
+        ("sglang_router_extra_args", {"--log-level": "info\r"}),
+        ("sglang_server_firewall_cidrs", ["10.0.0.0/8\n"]),
+        ("nccl_env_overrides", {"NCCL_DEBUG": "INFO\nNCCL_P2P_DISABLE=1"}),
+    ],
+)
+def test_control_characters_are_refused_naming_the_variable(name, value):
+    errors = errors_for({name: value})
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"{name}: got "), errors
+    assert "allowed: text without control characters" in errors[0]
+
+
+def test_every_rendered_setting_is_checked_for_control_characters():
+    """Each role variable a unit, env file, firewall rule or launcher template reads."""
+    rendered = set()
+    roles = ("sglang_server", "sglang_router", "nccl", "metrics")
+    for role in roles:
+        for path in (ROOT / "roles" / role / "templates").glob("*.j2"):
+            rendered |= set(re.findall(rf"\b((?:{'|'.join(roles)})_[a-z_]+)", path.read_text()))
+    numbers = {
+        n
+        for n, s in ((n, s) for o in SPECS.values() for n, s in o.items())
+        if s.get("type") in ("int", "float", "bool") or s.get("choices")
+    }
+    for name in sorted(rendered - numbers):
+        if name not in CONSTRAINTS["variables"] and not any(name in o for o in SPECS.values()):
+            continue  # a Jinja name that is no setting
+        assert (CONSTRAINTS["variables"].get(name) or {}).get("no_control"), name
+
+
+def test_plain_text_secret_warns_naming_the_variable():
+    raw = {"a_token": "hf_abcdef", "b_key": "{{ lookup('ansible.builtin.env', 'B') }}", "c_key": ""}
+    warnings = plain_text_secrets(raw, vaulted=lambda value: False)
+    assert len(warnings) == 1 and warnings[0].startswith("a_token: set as plain text"), warnings
+    assert "hf_abcdef" not in warnings[0]
+    assert plain_text_secrets(raw, vaulted=lambda value: True) == []
+    assert set(secret_names(SPECS)) >= {"model_cache_hf_token", "sglang_server_api_key"}
+
+
+def test_vault_and_plain_secrets_through_ansible(tmp_path):
+    """The real thing: a Vault-encrypted key passes quietly, a plain-text token warns."""
+    password = tmp_path / "vault-pass"
+    password.write_text("test-only-password\n")
+    exe = Path(sys.executable).with_name("ansible-vault")
+    encrypted = subprocess.run(
+        [
+            str(exe),
+            "encrypt_string",
+            "--vault-password-file",
+            str(password),
+            "--name",
+            "sglang_server_api_key",
+            "k" * 24,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    extra = tmp_path / "secrets.yml"
+    extra.write_text(encrypted + "\nmodel_cache_hf_token: hf_plain_text_value\n")
+    proc = _run("playbooks/validate.yml", "-e", f"@{extra}", "--vault-password-file", str(password))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "model_cache_hf_token: set as plain text" in out, out
+    assert "sglang_server_api_key: set as plain text" not in out, out
+    assert "hf_plain_text_value" not in out and "k" * 24 not in out
+
+
+def test_tp_against_the_gpu_count_is_one_rule_naming_the_variable():
+    for name in ("sglang_server_tp_size", "preflight_tp_size"):
+        errors = errors_for({name: 3, "preflight_expected_gpu_count": 8})
+        assert errors == [
+            f"{name}: got 3; allowed: a divisor of preflight_expected_gpu_count (8): 1, 2, 4, 8"
+            " - tensor parallelism splits every layer evenly over the GPUs"
+            " (roles/preflight/meta/constraints.yml rule tp_fits_gpu_count)"
+        ]
+    both = {"sglang_server_tp_size": 16, "preflight_tp_size": 16, "preflight_expected_gpu_count": 8}
+    assert len(errors_for(both)) == 1
+    assert [r["name"] for r in CONSTRAINTS["rules"] if "tp" in r["name"]] == ["tp_fits_gpu_count"]
+
+
+def test_preflight_check_of_the_gpus_found_says_the_same():
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
+
+    message = tp_misfit("sglang_server_tp_size", 3, 8, "the GPUs found")
+    assert message == (
+        "sglang_server_tp_size: got 3; allowed: a divisor of the GPUs found (8): 1, 2, 4, 8"
+        " - tensor parallelism splits every layer evenly over the GPUs"
+    )
+    assert tp_misfit("x", 4, 8, "n") is None and tp_misfit("x", 0, 8, "n") is None
+
+
+@pytest.mark.parametrize(
+    ("values", "name"),
+    [
+        ({"model_cache_model_id": "not a repo"}, "model_cache_model_id"),
+        ({"model_cache_revision": "main branch"}, "model_cache_revision"),
+        ({"model_cache_expected_size_gib": -1}, "model_cache_expected_size_gib"),
+        ({"model_cache_max_workers": 0}, "model_cache_max_workers"),
+        ({"model_cache_hf_home": "cache"}, "model_cache_hf_home"),
+        ({"model_cache_mode": "prestaged"}, "model_cache_prestaged_path"),
+        # raw-typed, given as an int: the pattern still applies
+        ({"rolling_update_serial": 0}, "rolling_update_serial"),
+        # parsed as addresses and networks, not matched
+        ({"sglang_server_host": "10.0.0.300"}, "sglang_server_host"),
+        ({"sglang_router_host": "0.0.0.0.0"}, "sglang_router_host"),
+        ({"sglang_server_firewall_cidrs": ["10.0.0.0/33"]}, "sglang_server_firewall_cidrs"),
+        # a CUDA release, or a driver branch, older than the Python lane needs
+        ({"python_env_lane": "cu13"}, "cuda_toolkit_version"),
+        (
+            {
+                "python_env_lane": "cu13",
+                "cuda_toolkit_version": "13.0",
+                "nvidia_driver_branch": 570,
+            },
+            "nvidia_driver_branch",
+        ),
+    ],
+)
+def test_gaps_closed(values, name):
+    errors = validate(SPECS, CONSTRAINTS, values, defaults=plain_defaults(SPECS))[0]
+    errors = [e for e in errors if "not set; allowed: required" not in e]
+    assert len(errors) == 1 and errors[0].startswith(f"{name}: got "), errors
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"model_cache_model_id": "lukealonso/GLM-5-NVFP4", "model_cache_revision": "a" * 40},
+        {"rolling_update_serial": 2},
+        {"rolling_update_serial": "25%"},
+        {"sglang_server_host": "::", "sglang_server_api_key": "k" * 20},
+        {"sglang_server_firewall_cidrs": ["10.0.0.0/8", "fd00::/8", "192.168.1.7"]},
+        {"python_env_lane": "cu13", "cuda_toolkit_version": "13.0", "nvidia_driver_branch": 580},
+        {"model_cache_mode": "prestaged", "model_cache_prestaged_path": "/srv/models/glm"},
+    ],
+)
+def test_gaps_closed_good_values_pass(values):
+    errors = validate(SPECS, CONSTRAINTS, values, defaults=plain_defaults(SPECS))[0]
+    assert [e for e in errors if "not set; allowed: required" not in e] == []

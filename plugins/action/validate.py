@@ -3,8 +3,10 @@
 """Action plugin: validate every user-facing variable of every role before any change.
 
 Runs on the controller (no module is sent to the host): it reads roles/*/meta/
-argument_specs.yml and validation/constraints.yml, templates the values the inventory
-defines, and fails with one line per bad variable. The logic lives in
+argument_specs.yml and roles/*/meta/constraints.yml, templates the values the inventory
+defines, and fails with one line per bad variable. playbooks/validate.yml runs it for all
+roles first in every playbook; a role's tasks/preflight.yml runs it for that role alone
+(`roles: [<role>]`), so a role used on its own checks its settings the same way. The logic lives in
 plugins/module_utils/gpuhost_validate.py (unit-tested in tests/test_validate.py).
 """
 
@@ -16,6 +18,19 @@ import yaml
 from ansible.errors import AnsibleError, AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
+try:  # ansible-core 2.19+: vaulted values are EncryptedString or tagged VaultedValue
+    from ansible.parsing.vault import VaultHelper
+
+    def _vaulted(value):
+        return VaultHelper.get_ciphertext(value, with_tags=False) is not None
+
+except ImportError:  # older ansible-core
+    from ansible.parsing.yaml.objects import AnsibleVaultEncryptedUnicode
+
+    def _vaulted(value):
+        return isinstance(value, AnsibleVaultEncryptedUnicode)
+
+
 DOCUMENTATION = r"""
 ---
 action: gpuhost.gpu.validate
@@ -25,10 +40,12 @@ options:
     description: Directory holding the roles whose meta/argument_specs.yml are read.
     type: path
     default: roles/ beside this plugin's repository
-  constraints_file:
-    description: Extra constraints (ranges, patterns, rules across variables).
-    type: path
-    default: validation/constraints.yml beside this plugin's repository
+  roles:
+    description: Check only the variables these roles read (their argument specs and the
+      constraints on those variables); empty checks every role's.
+    type: list
+    elements: str
+    default: []
 """
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as logic  # noqa: E402 - after the doc blocks
@@ -51,22 +68,24 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = self._task.args
         roles_dir = args.get("roles_dir") or os.path.join(_REPO, "roles")
-        constraints_file = args.get("constraints_file") or os.path.join(
-            _REPO, "validation", "constraints.yml"
-        )
         try:
             specs = logic.load_role_specs(roles_dir, _load_yaml)
-            constraints = _load_yaml(constraints_file) or {}
-        except (OSError, yaml.YAMLError) as exc:
+            constraints = logic.load_role_constraints(roles_dir, _load_yaml)
+        except (OSError, ValueError, yaml.YAMLError) as exc:
             raise AnsibleError(f"gpuhost_validate: cannot read the specs: {exc}") from exc
+        only = [str(r) for r in args.get("roles") or []]
+        if only:
+            unknown = sorted(set(only) - set(specs))
+            if unknown:
+                raise AnsibleError(f"gpuhost_validate: roles {unknown} have no argument specs")
+            specs, constraints = logic.select(specs, constraints, only)
 
         names = set()
         for options in specs.values():
             names.update(options)
         names.update((constraints.get("variables") or {}).keys())
         for rule in constraints.get("rules") or []:
-            names.update(v for k, v in rule.items() if k in ("left", "right", "if", "then"))
-            names.update(rule.get("vars") or [])
+            names.update(logic.rule_names(rule))
         # Candidates for the typo check: anything that looks like a role's variable.
         prefixes = tuple(f"{role}_" for role in specs)
         names.update(n for n in task_vars if isinstance(n, str) and n.startswith(prefixes))
@@ -88,7 +107,13 @@ class ActionModule(ActionBase):
                     f"{name}: got a template that does not render ({exc}); "
                     "allowed: a value or a template over defined variables"
                 )
-        found, warnings, checked = logic.validate(specs, constraints, values)
+        # Secrets as the inventory holds them, before templating decrypts or looks them up.
+        raw = {n: task_vars[n] for n in logic.secret_names(specs) if n in task_vars}
+        for line in logic.plain_text_secrets(raw, _vaulted):
+            self._display.warning(f"gpuhost_validate: {line}")
+        found, warnings, checked = logic.validate(
+            specs, constraints, values, defaults=logic.plain_defaults(specs)
+        )
         errors.extend(found)
         for line in warnings:
             self._display.warning(f"gpuhost_validate: {line}")

@@ -5,6 +5,7 @@ input | gpuhost.gpu.nccl_decide(overrides)               -> {env, disable_custom
 decision | gpuhost.gpu.nccl_candidates                           -> autotune candidates
 run | gpuhost.gpu.nccl_evaluate(decision, thresholds)            -> {status, diagnosis, ...}
 runs | gpuhost.gpu.nccl_autotune(margin)                         -> {chosen, env, candidates, ...}
+decision | gpuhost.gpu.nccl_override_findings                    -> preflight.nccl_override items
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def nccl_findings(decision, verified=None, skipped=""):
     return verify.findings(plain(decision), plain(verified) or None, str(skipped or ""))
 
 
+def nccl_override_findings(decision):
+    return verify.override_findings(plain(decision))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -56,4 +61,5 @@ class FilterModule:
             "nccl_autotune": nccl_autotune,
             "nccl_findings": nccl_findings,
             "nccl_apply_autotune": nccl_apply_autotune,
+            "nccl_override_findings": nccl_override_findings,
         }

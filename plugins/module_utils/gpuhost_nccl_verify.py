@@ -381,3 +381,36 @@ def findings(decision, verified=None, skipped=""):
             }
         )
     return out
+
+
+def override_findings(decision):
+    """`preflight.nccl_override` items: each nccl_env_overrides entry that the measured
+    topology makes harmful or pointless, shown by preflight before any change (the nccl
+    stage applies the override later; this is where the user sees it)."""
+    harmful = [o for o in decision.get("overrides") or [] if o.get("warning")]
+    if not harmful:
+        count = len(decision.get("overrides") or [])
+        return [
+            {
+                "check": "preflight.nccl_override",
+                "status": "pass",
+                "message": f"{count} NCCL override(s), none harmful on this topology",
+                "fix": "",
+            }
+        ]
+    return [
+        {
+            "check": "preflight.nccl_override",
+            "status": "warn",
+            "message": (
+                f"nccl_env_overrides.{o['variable']}={o['value']}: {o['warning']} "
+                f"({decision.get('topology_class')} topology)"
+            ),
+            "fix": (
+                f"remove {o['variable']} from nccl_env_overrides (derived here: "
+                f"{o.get('derived') if o.get('derived') is not None else 'unset'}) unless a "
+                "measurement on this host shows it helps"
+            ),
+        }
+        for o in harmful
+    ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import divisors, tp_misfit
+
 UNKNOWN = "unknown"
 
 # GPU models the inventory may name (preflight_expected_gpu_model; the argument spec lists
@@ -179,7 +181,8 @@ def preflight_findings(gpu, host, req):
             )
 
     out.extend(_driver_findings(gpu, req.get("min_driver_version") or ""))
-    out.extend(_tp_findings(count, int(req.get("tp_size") or 0), where))
+    tp_name = req.get("tp_size_name") or "preflight_tp_size"
+    out.extend(_tp_findings(count, int(req.get("tp_size") or 0), where, tp_name))
     out.extend(_p2p_findings(gpu, bool(req.get("p2p_required")), loaded))
     out.extend(_link_findings(gpu, req.get("pcie_degraded_policy") or "warn"))
 
@@ -287,23 +290,20 @@ def _driver_findings(gpu, minimum):
     return out
 
 
-def _tp_findings(count, tp, where):
+def _tp_findings(count, tp, where, name):
     if tp <= 0:
         return []
-    if tp > count or count % tp:
+    message = tp_misfit(name, tp, count, f"the GPUs found{where}")
+    if message:
         return [
             finding(
                 "preflight.tp_size",
                 "fail",
-                f"TP size {tp} does not fit {count} GPU(s){where}",
-                f"Use a TP size that divides the GPU count ({_divisors(count)}).",
+                message,
+                f"Set {name} to a divisor of the GPU count ({divisors(count)}).",
             )
         ]
     return [finding("preflight.tp_size", "pass", f"TP size {tp} fits {count} GPU(s)")]
-
-
-def _divisors(n):
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0) or "no GPU"
 
 
 def _p2p_findings(gpu, required, loaded):

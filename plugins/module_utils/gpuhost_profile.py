@@ -31,6 +31,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags 
 
 # Part of this module's interface: the action plugin and the tests use them from here.
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (  # noqa: F401
+    control_characters,
     env_value,
     exec_start,
     render_args,
@@ -165,6 +166,15 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
     policy = policy or {}
     listen = listen or {}
     errors, warnings, notes, findings = [], [], [], []
+    # Everything below is rendered into the unit or its env file: a newline there would be
+    # a new directive (the inventory's own values are refused earlier, by gpuhost.gpu.validate).
+    for key in ("model", "served_model_name", "revision", "flags", "env"):
+        bad = control_characters(effective.get(key))
+        if bad:
+            errors.append(
+                f"{key}: got {effective[key]!r}; allowed: text without control characters "
+                f"(found {', '.join(bad)}): it is written into the systemd unit or its env file"
+            )
     cat = as_catalogue(catalogue)
     # flags: as the user spelled them (rendered); canon: by the catalogue's name (the rules).
     flags, canon, flag_errors, flag_warnings = check_flags(cat, effective["flags"])

@@ -45,6 +45,39 @@ def render_args(effective, flags, listen, model_path=None):
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
+# C0 and C1 controls, DEL and the Unicode line/paragraph separators: a newline in a unit,
+# env file, nftables rule or launcher argument starts a new directive or rule there.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def control_characters(value):
+    """The control characters in value (strings, and the keys and items of lists and
+    mappings, recursively), as a sorted list of their repr(); [] when there are none."""
+    found = set()
+
+    def walk(item):
+        if isinstance(item, str):
+            found.update(_CONTROL.findall(item))
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                walk(key)
+                walk(sub)
+        elif isinstance(item, (list, tuple)):
+            for sub in item:
+                walk(sub)
+
+    walk(value)
+    return sorted(repr(c) for c in found)
+
+
+def unit_text(value):
+    """Free text for a unit's Description= (or a comment): refused with a control character,
+    `%` doubled so systemd does not expand it as a specifier."""
+    text = str(value)
+    bad = control_characters(text)
+    if bad:
+        raise ValueError(f"{text!r}: control character(s) {', '.join(bad)} cannot go into a unit")
+    return text.replace("%", "%%")
 
 
 def systemd_quote(arg):
