@@ -7,7 +7,7 @@ Everything in the collection that talks to an SGLang server (the start gate's pr
 Ansible's own `open_url`, so proxies, TLS and timeouts behave as in every other Ansible
 module. The contract it speaks is SGLang 0.5.x's OpenAI-compatible server: `/health` (200
 when serving, 503 while warming up), `/v1/models`, `/v1/chat/completions` (plain and SSE
-streamed) and `/server_info` (see docs/ for the HTTP contract).
+streamed) and `/server_info` (docs/reference.md §3).
 
 `contains_expected` is the one answer check: a reply passes when it holds the expected value
 as a whole value ("42" is in "The answer is 42." but not in "420"). The start gate and

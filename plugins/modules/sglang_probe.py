@@ -11,7 +11,7 @@ module: gpuhost.gpu.sglang_probe
 short_description: One look at the SGLang server (systemd state and its HTTP contract)
 description:
   - Reads the unit's state from systemd, then follows SGLang's start-up contract
-    (../shared/REFERENCE.md §3) as far as it goes - port open, C(/health) 200,
+    (docs/reference.md §3) as far as it goes - port open, C(/health) 200,
     C(/v1/models) listing the served name - and optionally asks a correctness question.
   - Never changes anything. The controller-side action C(gpuhost.gpu.sglang_wait) calls it in a
     loop and prints the progress.
