@@ -2,8 +2,9 @@
 # Apache-2.0
 """Ask a running SGLang server whether it serves, and serves correctly (role verify).
 
-Stdlib only: it runs on the GPU host inside an Ansible module, where the server listens on
-loopback. The HTTP contract is SGLang 0.5.x's (../shared/REFERENCE.md §3). Every check
+It runs on the GPU host inside an Ansible module, where the server listens on loopback, and
+asks through the collection's one SGLang client (gpuhost_sglang_api, on Ansible's open_url),
+judging answers with its one answer check (contains_expected, the whole-value match). Every check
 becomes a finding ({check, status, message, fix}, docs/facts.md) so `gpuhost check`, the
 run record and the report read verification the same way they read preflight.
 
@@ -13,18 +14,24 @@ fields: SGLang's /server_info includes `api_key`.
 
 from __future__ import annotations
 
-import http.client
 import json
 import re
 import time
-import urllib.parse
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api import (
+    ApiError as ProbeError,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api import (
+    Client,
+    chat_body,
+    contains_expected,
+    first_message,
+)
 
 PREFIX = "verify."
 # Fields of /server_info worth a line in the report; never the whole object (api_key).
 SERVER_INFO_KEEP = ("version", "model_path", "served_model_name", "tp_size", "standin")
 _SECRET_KEY = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
-# A thousands separator between digits ("1,234") must not hide the expected "1234".
-_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _THINK_MARKUP = ("<think>", "</think>")
 _TOOL_MARKUP = ("<tool_call>", "</tool_call>", "<|tool_call")
 
@@ -45,122 +52,8 @@ SMOKE_TOOL_PROMPT = "What is the weather in Paris right now? Use the get_current
 SMOKE_REASONING_PROMPT = "Think step by step: what is 6 * 7?"
 
 
-class ProbeError(Exception):
-    """The server could not be asked (refused, timed out, not HTTP, not JSON)."""
-
-
 def finding(check, status, message, fix=""):
     return {"check": PREFIX + check, "status": status, "message": message, "fix": fix}
-
-
-class Client:
-    """One server: base URL, optional bearer key, a per-request timeout."""
-
-    def __init__(self, base_url, api_key="", timeout=60.0):
-        parsed = urllib.parse.urlsplit(base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"base_url must be http(s)://host:port, got {base_url!r}")
-        self.scheme = parsed.scheme
-        self.host = parsed.hostname
-        self.port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        self.api_key = api_key or ""
-        self.timeout = float(timeout)
-
-    def _connection(self):
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=self.timeout)
-
-    def _headers(self, body):
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
-
-    def request(self, method, path, body=None):
-        """(status, text). Connection problems raise ProbeError with the reason."""
-        conn = self._connection()
-        try:
-            data = None if body is None else json.dumps(body).encode()
-            conn.request(method, path, body=data, headers=self._headers(body))
-            response = conn.getresponse()
-            return response.status, response.read().decode("utf-8", "replace")
-        except (OSError, http.client.HTTPException) as exc:
-            raise ProbeError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
-        finally:
-            conn.close()
-
-    def json(self, method, path, body=None):
-        status, text = self.request(method, path, body)
-        if status != 200:
-            raise ProbeError(f"{method} {path} answered HTTP {status}: {text[:200]}")
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise ProbeError(f"{method} {path} answered non-JSON: {text[:200]!r}") from None
-
-    def stream(self, path, body):
-        """Yield (seconds since the request was sent, parsed SSE data) for each event."""
-        conn = self._connection()
-        try:
-            start = time.monotonic()
-            conn.request("POST", path, body=json.dumps(body).encode(), headers=self._headers(body))
-            response = conn.getresponse()
-            if response.status != 200:
-                text = response.read().decode("utf-8", "replace")
-                raise ProbeError(
-                    f"POST {path} (stream) answered HTTP {response.status}: {text[:200]}"
-                )
-            for raw in response:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
-                    continue
-                payload = line[len("data:") :].strip()
-                if payload == "[DONE]":
-                    return
-                try:
-                    yield time.monotonic() - start, json.loads(payload)
-                except ValueError:
-                    continue
-        except (OSError, http.client.HTTPException) as exc:
-            raise ProbeError(f"POST {path} (stream): {type(exc).__name__}: {exc}") from None
-        finally:
-            conn.close()
-
-
-def contains_expected(text, expected):
-    """True when `expected` appears in `text` as a whole value: "42" in "is 42." but not in
-    "420" or "4.2"; case-insensitive for words; thousands separators ignored."""
-    text = _DIGIT_COMMA.sub("", str(text or ""))
-    expected = str(expected).strip()
-    if not expected:
-        return False
-    pattern = re.escape(expected)
-    if expected[0].isalnum():
-        pattern = r"(?<![\w.])" + pattern if expected[0].isdigit() else r"\b" + pattern
-    if expected[-1].isalnum():
-        pattern += r"(?![\w]|\.\d)"
-    return re.search(pattern, text, re.IGNORECASE) is not None
-
-
-def chat_body(model, prompt, max_tokens, template_kwargs=None, **extra):
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "temperature": 0,
-        "max_tokens": int(max_tokens),
-    }
-    if template_kwargs:
-        body["chat_template_kwargs"] = dict(template_kwargs)
-    body.update(extra)
-    return body
-
-
-def first_message(response):
-    choices = response.get("choices") or [{}]
-    message = choices[0].get("message") or {}
-    return message, choices[0].get("finish_reason")
 
 
 def shorten(text, limit=160):

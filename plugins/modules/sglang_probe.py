@@ -11,7 +11,7 @@ module: gpuhost.gpu.sglang_probe
 short_description: One look at the SGLang server (systemd state and its HTTP contract)
 description:
   - Reads the unit's state from systemd, then follows SGLang's start-up contract
-    (../shared/REFERENCE.md §3) as far as it goes - port open, C(/health) 200,
+    (docs/reference.md §3) as far as it goes - port open, C(/health) 200,
     C(/v1/models) listing the served name - and optionally asks a correctness question.
   - Never changes anything. The controller-side action C(gpuhost.gpu.sglang_wait) calls it in a
     loop and prints the progress.
@@ -45,7 +45,8 @@ options:
     type: str
     default: "What is 17 + 25? Reply with the number only."
   expect:
-    description: Text the answer must contain.
+    description: Value the answer must contain as a whole value (C(42) is not found in
+      C(420)); the same check C(gpuhost verify) applies.
     type: str
     default: "42"
   max_tokens:
@@ -78,14 +79,18 @@ answer:
   returned: when asked
 """
 
-import json  # noqa: E402 - after the doc blocks
 import socket  # noqa: E402 - after the doc blocks
-import urllib.error  # noqa: E402 - after the doc blocks
-import urllib.request  # noqa: E402 - after the doc blocks
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-
-WILDCARDS = {"0.0.0.0", "::", ""}
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api import (  # noqa: E402
+    WILDCARDS,
+    ApiError,
+    Client,
+    base_url,
+    contains_expected,
+    first_message,
+    reply_text,
+)
 
 
 def unit_state(module, service):
@@ -106,19 +111,65 @@ def last_log(module, service):
     return out.strip().splitlines()[-1][:200] if rc == 0 and out.strip() else ""
 
 
-def http(method, url, key, timeout, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
+def http_phase(p):
+    """(phase, detail, extra) of a running unit's server, following SGLang's start-up contract:
+    port open, /health 200, /v1/models lists the name, then (when asked) the correctness query,
+    judged by the whole-value check `gpuhost verify` applies ("42" is not found in "420")."""
+    host = "127.0.0.1" if p["host"] in WILDCARDS else p["host"]
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read().decode(errors="replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        return 0, str(exc)
+        with socket.create_connection((host, p["port"]), timeout=p["request_timeout"]):
+            pass
+    except OSError:
+        why = f"port {p['port']} closed (loading weights, KV cache, CUDA graphs)"
+        return "port_closed", why, {}
+
+    client = Client(base_url(host, p["port"]), p["api_key"], p["request_timeout"])
+    try:
+        status = client.health()
+    except ApiError:
+        status = 0
+    if status == 503:
+        return "warming", "/health answers 503 (warming up)", {}
+    if status != 200:
+        return "unhealthy", f"/health answered {status or 'nothing'}", {}
+    try:
+        status, names = client.models()
+    except ApiError:
+        status, names = 0, []
+    if p["served_model_name"] not in names:
+        return (
+            "models_missing",
+            f"/v1/models answered {status} without {p['served_model_name']!r} (lists {names})",
+            {},
+        )
+    if not p["correctness"]:
+        return "healthy", f"/health 200 and /v1/models lists {p['served_model_name']!r}", {}
+
+    answer, body = "", ""
+    try:
+        message, _ = first_message(
+            client.chat(
+                p["served_model_name"],
+                p["prompt"],
+                p["max_tokens"],
+                timeout=p["request_timeout"] * 10,
+            )
+        )
+        answer, status = reply_text(message), 200
+    except ApiError as exc:
+        body, status = str(exc), 0
+    if answer and contains_expected(answer, p["expect"]):
+        return (
+            "correct",
+            f"asked {p['prompt']!r}, the reply contains {p['expect']!r}",
+            {"answer": answer[:300]},
+        )
+    return (
+        "wrong",
+        f"asked {p['prompt']!r}: expected {p['expect']!r} in the reply, got "
+        + (f"HTTP 200: {answer[:200]!r}" if status == 200 else body[:200]),
+        {"answer": answer[:300]},
+    )
 
 
 def main():
@@ -170,63 +221,8 @@ def main():
     if active != "active":
         done("inactive", f"the unit is {active}/{sub}")
 
-    host = "127.0.0.1" if p["host"] in WILDCARDS else p["host"]
-    host_in_url = f"[{host}]" if ":" in host else host
-    try:
-        with socket.create_connection((host, p["port"]), timeout=p["request_timeout"]):
-            pass
-    except OSError:
-        done("port_closed", f"port {p['port']} closed (loading weights, KV cache, CUDA graphs)")
-
-    base = f"http://{host_in_url}:{p['port']}"
-    status, _ = http("GET", f"{base}/health", p["api_key"], p["request_timeout"])
-    if status == 503:
-        done("warming", "/health answers 503 (warming up)")
-    if status != 200:
-        done("unhealthy", f"/health answered {status or 'nothing'}")
-    status, body = http("GET", f"{base}/v1/models", p["api_key"], p["request_timeout"])
-    try:
-        names = [m.get("id") for m in json.loads(body).get("data", [])] if status == 200 else []
-    except (ValueError, AttributeError):
-        names = []
-    if p["served_model_name"] not in names:
-        done(
-            "models_missing",
-            f"/v1/models answered {status} without {p['served_model_name']!r} (lists {names})",
-        )
-    if not p["correctness"]:
-        done("healthy", f"/health 200 and /v1/models lists {p['served_model_name']!r}")
-
-    question = {
-        "model": p["served_model_name"],
-        "messages": [{"role": "user", "content": p["prompt"]}],
-        "temperature": 0,
-        "max_tokens": p["max_tokens"],
-    }
-    status, body = http(
-        "POST", f"{base}/v1/chat/completions", p["api_key"], p["request_timeout"] * 10, question
-    )
-    answer = ""
-    if status == 200:
-        try:
-            message = json.loads(body)["choices"][0]["message"]
-            answer = " ".join(
-                str(message.get(k) or "") for k in ("content", "reasoning_content")
-            ).strip()
-        except (ValueError, KeyError, IndexError, TypeError):
-            answer = ""
-    if status == 200 and p["expect"] in answer:
-        done(
-            "correct",
-            f"asked {p['prompt']!r}, the reply contains {p['expect']!r}",
-            answer=answer[:300],
-        )
-    done(
-        "wrong",
-        f"asked {p['prompt']!r}: expected {p['expect']!r} in the reply, got "
-        f"HTTP {status}: {(answer or body)[:200]!r}",
-        answer=answer[:300],
-    )
+    phase, detail, extra = http_phase(p)
+    done(phase, detail, **extra)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ REPORT_FACTS = (
     "gpuhost_host",
     "gpuhost_nccl",
     "gpuhost_sglang",
+    "gpuhost_sglang_server",
     "gpuhost_python_env",
     "gpuhost_verify",
     "gpuhost_bench",

@@ -49,9 +49,9 @@ class Run:
         return int(match.group(1))
 
 
-def converge(extra: dict | None = None) -> Run:
+def converge(extra: dict | None = None, playbook: str = "converge.yml", *flags: str) -> Run:
     """ansible-playbook converge.yml against the scenario's container, output kept."""
-    cmd = ["ansible-playbook", "-i", INVENTORY, str(SCENARIO / "converge.yml")]
+    cmd = ["ansible-playbook", "-i", INVENTORY, str(SCENARIO / playbook), *flags]
     if extra:
         cmd += ["-e", json.dumps(extra)]
     env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "COLUMNS": "1000"}
@@ -218,6 +218,58 @@ def test_bad_change_rolls_back_to_the_healthy_previous_server(host, fault, cause
     )
     assert proc.said(journal_mark)
     assert host.file(UNIT).sha256sum == unit and host.file(ENV_FILE).sha256sum == env
+    assert healthy(host)
+
+
+def test_interrupted_run_restarts_and_gates_the_written_config(host):
+    """A run stopped after writing the config but before the gated restart: the next run's
+    templates change nothing, yet the config differs from the known-good one, so it restarts
+    and gates it (it used to leave it untested until the next crash or reboot)."""
+    flags = {"sglang_server_flags": {"--max-running-requests": 16}}
+    pid = main_pid(host)
+    written = converge(flags, "render_only.yml")
+    assert written.rc == 0, written.out[-3000:]
+    assert "--max-running-requests 16" in host.file(UNIT).content_string
+    assert host.file(f"{KNOWN_GOOD}/unit").sha256sum != host.file(UNIT).sha256sum
+    assert main_pid(host) == pid  # the interrupted run never restarted
+
+    proc = converge(flags)
+    assert proc.rc == 0, proc.out[-3000:]
+    assert main_pid(host) != pid and healthy(host)
+    assert host.file(f"{KNOWN_GOOD}/unit").sha256sum == host.file(UNIT).sha256sum
+    # And then it is converged: nothing restarts again.
+    pid = main_pid(host)
+    assert converge(flags).changed() == 0 and main_pid(host) == pid
+
+
+def test_known_good_the_service_account_owns_is_not_restored(host):
+    """Known-good files the service account could have written are never copied back by root:
+    the failed start stops the server instead, and says why; the failed start's journal is in
+    the fact gpuhost_sglang_server (last_start), which the run record keeps."""
+    host.run(f"chown gpuhost {KNOWN_GOOD}/env")
+    try:
+        proc = converge(
+            {
+                "sglang_server_flags": {"--max-running-requests": 32},
+                "sglang_server_extra_env": {"SGLANG_STANDIN_FAULT": "crash-on-start"},
+            },
+            "converge.yml",
+            "-v",
+        )
+    finally:
+        host.run(f"chown root {KNOWN_GOOD}/env")
+    assert proc.rc != 0
+    assert proc.said("The known-good configuration was not restored")
+    assert proc.said(f"{KNOWN_GOOD}/env is owned by gpuhost, not root")
+    assert proc.said("the server was stopped")
+    assert not host.service(SERVICE).is_running
+    assert "SGLANG_STANDIN_FAULT=crash-on-start" in host.file(ENV_FILE).content_string
+    # -v prints the fact as set_fact recorded it (JSON or YAML, per the result format).
+    recorded = proc.out[proc.out.index("last_start") : proc.out.index("Fail with the cause")]
+    assert "journal" in recorded and "stand-in crashed while loading" in recorded
+    # The next run starts the converged config on a stopped server.
+    back = converge()
+    assert back.rc == 0, back.out[-3000:]
     assert healthy(host)
 
 
