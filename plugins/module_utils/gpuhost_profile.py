@@ -145,6 +145,14 @@ def resolve(profile_doc, overrides):
         "expected_baseline": doc.get("expected_baseline") or {},
         "download_gib": doc.get("download_gib") or 0,
         "description": doc.get("description", ""),
+        # What the model-fit check reads (gpuhost_profile_fit.py); a model of the inventory's
+        # own keeps the GPU requirements but not the profile's weights and KV sizes.
+        "requires": doc.get("requires") or {},
+        **(
+            {"weights_gib": doc.get("weights_gib"), "kv_cache_min_gib": doc.get("kv_cache_min_gib")}
+            if str(model) == str(doc.get("model") or "")
+            else {}
+        ),
     }
 
 

@@ -14,8 +14,8 @@ import traceback
 from rich.console import Console
 from rich.text import Text
 
-from gpuhost import __version__
-from gpuhost.commands import COMMANDS, Context
+from gpuhost import __version__, models
+from gpuhost.commands import COMMANDS, Command, Context
 from gpuhost.errors import EXIT_INTERRUPTED, EXIT_USAGE, GpuhostError
 from gpuhost.project import PROJECT_ENV, RUNS_ENV, find_project, runs_root
 from gpuhost.rollout import COMMANDS as ROLLOUT_COMMANDS
@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--runs-dir", help=f"where run records go (default: ${RUNS_ENV}, else <project>/runs)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in [*COMMANDS, *STAGE_COMMANDS, *ROLLOUT_COMMANDS]:
+    models_cmd = Command(
+        "models", "show or move the pinned model revisions", models.add_arguments, models.run
+    )
+    for command in [*COMMANDS, *STAGE_COMMANDS, *ROLLOUT_COMMANDS, models_cmd]:
         child = sub.add_parser(command.name, help=command.help, description=command.help)
         command.add_arguments(child)
         child.set_defaults(handler=command.handler)
