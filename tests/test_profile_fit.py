@@ -1,4 +1,4 @@
-"""`sglang_server_profile: auto` and the model-fit check (plugins/module_utils/gpuhost_profile_fit.py).
+"""`sglang_server_profile: auto` and the model-fit check (module_utils/gpuhost_profile_fit.py).
 
 The hosts are the recorded ones (tests/fixtures/gpu-hosts/): the real 1x and 2x H200 captures
 and the made 8x RTX PRO 6000, 8x H100 and 4x L40S ones, read through the product's own
@@ -75,11 +75,31 @@ def test_auto_turns_down_the_big_profiles_for_the_right_reason():
     ]
 
 
+def test_auto_before_the_driver_is_loaded_goes_by_the_pci_ids():
+    # A bare host: preflight runs before role nvidia_driver, nvidia-smi is not there yet.
+    gpu = host_gpu("no-driver-rtx-pro-6000x8")
+    assert not gpu["driver"]["loaded"]
+    chosen = fit.select(LIBRARY, gpu)
+    assert chosen["selected"] == "glm5-nvfp4-8x-rtx-pro-6000"
+    assert "known from the PCI ids: no driver loaded yet" in chosen["message"]
+    assert (
+        chosen["gpus"]["memory_gib"]
+        == fit.measured(host_gpu("rtx-pro-6000x8-proxmox-p2p-ns"))["memory_gib"]
+    )
+
+
 def test_auto_without_a_measured_gpu_names_the_way_out():
-    chosen = fit.select(LIBRARY, host_gpu("no-driver-rtx-pro-6000x8"))
-    assert chosen["selected"] is None
-    assert "none was measured" in chosen["message"]
-    assert "glm5-nvfp4-8x-rtx-pro-6000" in chosen["message"]
+    unknown_card = {
+        "present": True,
+        "driver": {"loaded": False},
+        "count": 1,
+        "pci_devices": [{"bus_id": "0000:01:00.0", "device_id": "10de:ffff"}],
+    }
+    for gpu in (unknown_card, {"present": False, "driver": {"loaded": False}, "count": 0}):
+        chosen = fit.select(LIBRARY, gpu)
+        assert chosen["selected"] is None
+        assert "none was measured" in chosen["message"]
+        assert "glm5-nvfp4-8x-rtx-pro-6000" in chosen["message"]
 
 
 def test_auto_when_nothing_fits_lists_every_profile_and_why():

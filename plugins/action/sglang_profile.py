@@ -116,7 +116,19 @@ class ActionModule(ActionBase):
         auto_message = ""
         if profile_name == "auto":
             library = [(name, _load(profiles_dir, name)) for name in known]
-            chosen = fit.select(library, args.get("gpu") or {})
+            gpu = args.get("gpu") or {}
+            chosen = fit.select(library, gpu)
+            if not chosen["selected"] and not gpu.get("present", True) and not args.get("standin"):
+                # No NVIDIA GPU at all: sglang_server installs nothing here (its preflight says
+                # so), so there is nothing to pick and nothing to validate.
+                message = (
+                    "sglang_server_profile: auto picked no profile: this host has no NVIDIA GPU, "
+                    "and sglang_server installs nothing on it"
+                )
+                if args.get("display", True):
+                    self._display.display(f"sglang profile: {message}")
+                result.update(changed=False, skipped=True, msg=message)
+                return result
             if not chosen["selected"]:
                 raise AnsibleActionFail(chosen["message"] + ". Nothing was changed.")
             profile_name, auto_message = chosen["selected"], chosen["message"]

@@ -35,13 +35,41 @@ def _sm(capability):
     return int(match.group(1)) * 10 + int(match.group(2)) if match else None
 
 
+# Before the driver is loaded (a bare host: preflight runs before role nvidia_driver) only the
+# PCI ids are known. For the GPUs of the recorded hosts the id says what nvidia-smi reports
+# once the driver is up (tests/fixtures/gpu-hosts/: name, compute capability, memory MiB).
+PCI_GPUS = {
+    "10de:2330": ("NVIDIA H100 80GB HBM3", "9.0", 81559),
+    "10de:2335": ("NVIDIA H200", "9.0", 143771),
+    "10de:26b9": ("NVIDIA L40S", "8.9", 46068),
+    "10de:2bb5": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", 97887),
+}
+
+
+def _from_pci(gpu):
+    devices = [d for d in gpu.get("pci_devices") or [] if isinstance(d, dict)]
+    known = [PCI_GPUS.get(str(d.get("device_id", "")).lower()) for d in devices]
+    if not devices or not all(known):
+        return None
+    return {
+        "count": len(known),
+        "memory_gib": round(min(k[2] for k in known) / 1024, 1),
+        "sms": sorted({_sm(k[1]) for k in known}),
+        "names": sorted({k[0] for k in known}),
+        "from": "pci",
+    }
+
+
 def measured(gpu):
     """What the gpuhost_gpu fact says about the GPUs, or None when nothing was measured.
 
-    {count, memory_gib (the smallest GPU's), sms (sorted), names (sorted)}.
+    {count, memory_gib (the smallest GPU's), sms (sorted), names (sorted), from: nvidia-smi |
+    pci}. Without a loaded driver, the PCI ids of known GPUs (PCI_GPUS) stand in.
     """
-    if not isinstance(gpu, dict) or not (gpu.get("driver") or {}).get("loaded"):
+    if not isinstance(gpu, dict):
         return None
+    if not (gpu.get("driver") or {}).get("loaded"):
+        return _from_pci(gpu)
     gpus = [g for g in gpu.get("gpus") or [] if isinstance(g, dict)]
     count = gpu.get("count")
     if not isinstance(count, int) or isinstance(count, bool) or count < 1 or not gpus:
@@ -53,6 +81,7 @@ def measured(gpu):
         "memory_gib": round(min(mem) / 1024, 1) if mem else None,
         "sms": sorted({s for s in (_sm(g.get("compute_capability")) for g in gpus) if s}),
         "names": sorted({str(g.get("name", "?")) for g in gpus}),
+        "from": "nvidia-smi",
     }
 
 
@@ -225,7 +254,8 @@ def select(profiles, gpu):
     if gpus is None:
         message = (
             "sglang_server_profile: auto picks a profile from the measured GPUs, and none was "
-            "measured (no NVIDIA driver loaded or no GPU found); allowed here: a profile name "
+            "measured (no NVIDIA driver loaded and PCI ids not among the recorded GPUs, or no "
+            "GPU found); allowed here: a profile name "
             f"({', '.join(c['name'] for c in considered) or 'none in the auto list'}) or '' "
             "with sglang_server_model_id"
         )
@@ -233,7 +263,8 @@ def select(profiles, gpu):
         message = (
             f"sglang_server_profile: auto picked {chosen} for {gpus['count']}x "
             f"{'/'.join(gpus['names'])} ({gpus['memory_gib']:g} GiB, "
-            f"SM{'/SM'.join(map(str, gpus['sms']))})"
+            f"SM{'/SM'.join(map(str, gpus['sms']))}"
+            + (", known from the PCI ids: no driver loaded yet)" if gpus["from"] == "pci" else ")")
         )
     else:
         why = "; ".join(f"{c['name']}: {' and '.join(c['reasons'])}" for c in considered)
