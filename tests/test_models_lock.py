@@ -42,15 +42,20 @@ def hub(tmp_path, monkeypatch):
     refs.write_text("{}")
     monkeypatch.setenv("HF_STANDIN_REFS", str(refs))
     server = hf_standin.start_hub()
+    moving = threading.Lock()
 
     class Hub:
         url = f"http://127.0.0.1:{server.server_port}"
 
         @staticmethod
         def move(repo, branch, sha):
-            moved = json.loads(refs.read_text())
-            moved[f"{repo}@{branch}"] = sha
-            refs.write_text(json.dumps(moved))
+            with moving:
+                moved = json.loads(refs.read_text())
+                moved[f"{repo}@{branch}"] = sha
+                # Atomic: the stand-in reads the file on every request, from other threads.
+                tmp = refs.with_suffix(".tmp")
+                tmp.write_text(json.dumps(moved))
+                os.replace(tmp, refs)
 
         @staticmethod
         def at(repo, branch):
@@ -98,11 +103,13 @@ def test_check_mode_never_writes_the_lock(hub, tmp_path):
 
 def test_hosts_resolving_at_once_agree_on_one_sha(hub, tmp_path):
     path = tmp_path / "models.lock.yml"
-    shas, calls = [], []
+    shas, calls, gate = [], [], threading.Barrier(6)
     resolve = resolver(hub.url)
 
     def moving(repo, rev):
-        # Each resolution sees the branch somewhere else: only the first may be written.
+        # Every host resolves at the same moment and each sees the branch somewhere else:
+        # only the first sha written may be served, by all of them.
+        gate.wait()
         calls.append(1)
         hub.move(repo, rev, f"{len(calls):040x}")
         return resolve(repo, rev)
@@ -115,7 +122,15 @@ def test_hosts_resolving_at_once_agree_on_one_sha(hub, tmp_path):
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(calls) == 1 and len(set(shas)) == 1
+    assert len(calls) == 6 and len(shas) == 6 and len(set(shas)) == 1
+    assert lock.read_lock(path)[MODEL]["main"]["sha"] == shas[0]
+
+
+def test_a_hub_that_does_not_answer_leaves_no_lock_file(tmp_path):
+    path = tmp_path / "inv" / "models.lock.yml"
+    with pytest.raises(lock.HubError):
+        lock.pin(path, MODEL, "main", resolver("http://127.0.0.1:9"))
+    assert not path.exists() and not path.parent.exists()
 
 
 def test_a_broken_lock_is_refused_with_the_key(tmp_path):

@@ -134,26 +134,26 @@ def pin(path, model, branch, resolve, write=True):
     """The sha that `branch` of `model` is pinned to, pinning it first when it is not.
 
     resolve(model, branch) -> {"sha", "files"} asks the hub; it is called only when the lock
-    has no entry. Under an exclusive lock on the file, so hosts resolving at once (Ansible
-    forks) agree on one sha. write=False (check mode) never creates or changes the file.
-    Returns {"sha", "pinned": "lock" | "new" | "would", "weights_bytes", "entry"}.
+    has no entry, and before the file is touched, so a hub that does not answer leaves no
+    file behind. The write happens under an exclusive lock on the file and the first writer
+    wins: hosts resolving at once (Ansible forks) all return the sha that was written.
+    write=False (check mode) never creates or changes the file.
+    Returns {"sha", "pinned": "lock" | "new" | "would", "entry"}.
     """
+    entry = locked(read_lock(path), model, branch)
+    if entry:
+        return {"sha": entry["sha"], "pinned": "lock", "entry": entry}
+    entry = _entry(resolve(model, branch))
     if not write:
-        entry = locked(read_lock(path), model, branch)
-        if entry:
-            return {"sha": entry["sha"], "pinned": "lock", "entry": entry}
-        info = resolve(model, branch)
-        return {"sha": info["sha"], "pinned": "would", "entry": _entry(info)}
+        return {"sha": entry["sha"], "pinned": "would", "entry": entry}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "a+", encoding="utf-8") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         handle.seek(0)
         models = _models(yaml.safe_load(handle.read()), path)
-        entry = locked(models, model, branch)
-        if entry:
-            return {"sha": entry["sha"], "pinned": "lock", "entry": entry}
-        info = resolve(model, branch)
-        entry = _entry(info)
+        first = locked(models, model, branch)
+        if first:
+            return {"sha": first["sha"], "pinned": "lock", "entry": first}
         models.setdefault(model, {})[str(branch)] = entry
         handle.seek(0)
         handle.truncate()
