@@ -13,8 +13,8 @@ architecture, the nccl decision, the listening address); gpuhost_profile_flags.p
 its flags against the catalogue; gpuhost_profile_render.py renders the command line, and
 its functions are part of this module's interface.
 
-Every rule comes from ../shared/REFERENCE.md §2-3 (read from the sglang wheels'
-srt/server_args.py) and says so in its message, so a failed run explains itself.
+Every rule comes from the pinned sglang wheels (their srt/server_args.py) or a cited public
+report, and says so in its message, so a failed run explains itself.
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         else _finding("inert_flags", "pass", "no flag known to be inert on this host")
     )
 
-    # KV cache dtype for a DSA model on SM >= 10 (REFERENCE §2).
+    # KV cache dtype for a DSA model on SM >= 10 (server_args.py; garbled on SM120: glm5.md).
     dsa = effective.get("dsa")
     if dsa is None:
         dsa = bool(DSA_MODEL_PATTERN.search(effective["model"]))
