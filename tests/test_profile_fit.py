@@ -236,3 +236,13 @@ def test_every_library_profile_has_well_formed_fit_keys():
         assert fit.doc_problems(name, doc) == [], name
         assert isinstance(doc.get("auto_order"), int), name
         assert doc.get("weights_gib") and doc.get("requires"), name
+
+
+def test_auto_when_the_memory_is_not_reported_goes_by_count_and_architecture():
+    # The shape of molecule/sglang_server/fixtures/facts-rtx-pro-6000x8.yml: no memory_total_mib.
+    gpu = host_gpu("rtx-pro-6000x8-proxmox-p2p-ns")
+    gpu["gpus"] = [{k: v for k, v in g.items() if k != "memory_total_mib"} for g in gpu["gpus"]]
+    chosen = fit.select(LIBRARY, gpu)
+    assert chosen["selected"] == "glm5-nvfp4-8x-rtx-pro-6000"
+    assert "(? GiB, SM120)" in chosen["message"]
+    assert "GPU memory not reported" in chosen["considered"][0]["lines"][0]

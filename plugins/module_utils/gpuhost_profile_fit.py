@@ -228,6 +228,10 @@ def fit(profile, gpus, weights=None):
     return {"ok": not reasons, "reasons": reasons, "numbers": numbers, "lines": lines}
 
 
+def _gib(value):
+    return "?" if value is None else f"{value:g}"
+
+
 def auto_order(profiles):
     """[(name, doc)] in `auto`'s order: auto_order ascending, then name; profiles without
     auto_order are left out (they are only used when named)."""
@@ -262,7 +266,7 @@ def select(profiles, gpu):
     elif chosen:
         message = (
             f"sglang_server_profile: auto picked {chosen} for {gpus['count']}x "
-            f"{'/'.join(gpus['names'])} ({gpus['memory_gib']:g} GiB, "
+            f"{'/'.join(gpus['names'])} ({_gib(gpus['memory_gib'])} GiB, "
             f"SM{'/SM'.join(map(str, gpus['sms']))}"
             + (", known from the PCI ids: no driver loaded yet)" if gpus["from"] == "pci" else ")")
         )
@@ -270,7 +274,7 @@ def select(profiles, gpu):
         why = "; ".join(f"{c['name']}: {' and '.join(c['reasons'])}" for c in considered)
         message = (
             f"sglang_server_profile: auto found no profile for {gpus['count']}x "
-            f"{'/'.join(gpus['names'])} ({gpus['memory_gib']} GiB each, "
+            f"{'/'.join(gpus['names'])} ({_gib(gpus['memory_gib'])} GiB each, "
             f"SM{'/SM'.join(map(str, gpus['sms']))}). {why or 'no profile has auto_order'}. "
             "Allowed: a profile that fits, or '' with sglang_server_model_id and "
             "sglang_server_tp_size for a model of your own"
