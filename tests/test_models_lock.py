@@ -19,13 +19,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_lock as lock
+
+from gpuhost.cli import main as gpuhost_main
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-import gpuhost_models_lock as lock  # noqa: E402
-
-from gpuhost.cli import main as gpuhost_main  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("hf_standin", ROOT / "tests/standin/hf_standin.py")
 hf_standin = importlib.util.module_from_spec(_spec)

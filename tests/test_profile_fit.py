@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.gpuhost_nvsmi import collect_gpu
-from ansible.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
 from gpuhost_fakes import FIXTURES, load_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-import gpuhost_profile as profile  # noqa: E402
-import gpuhost_profile_fit as fit  # noqa: E402
 
 LIBRARY = [(p.stem, yaml.safe_load(p.read_text())) for p in sorted(ROOT.glob("profiles/*.yml"))]
 

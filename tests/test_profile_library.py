@@ -12,18 +12,15 @@ import copy
 import json
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit
 from test_profile_fit import host_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
-
-import gpuhost_profile as profile  # noqa: E402
-import gpuhost_profile_fit as fit  # noqa: E402
 
 PROFILES = {p.stem: yaml.safe_load(p.read_text()) for p in sorted(ROOT.glob("profiles/*.yml"))}
 TEXT = {p.stem: p.read_text() for p in sorted(ROOT.glob("profiles/*.yml"))}

@@ -10,8 +10,8 @@ is now and moves the pins; the next provision or rolling update then serves the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
-import sys
 from pathlib import Path
 
 from gpuhost.errors import EXIT_USAGE, GpuhostError
@@ -42,12 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _lock_module(ctx):
-    utils = str(Path(ctx.project.root) / "plugins" / "module_utils")
-    if utils not in sys.path:
-        sys.path.append(utils)
-    import gpuhost_models_lock  # found at run time: it lives in the project
-
-    return gpuhost_models_lock
+    """The project's gpuhost_models_lock (plugins/module_utils), loaded from its file: the CLI
+    uses the same code as the action plugin, from the checkout it runs."""
+    path = Path(ctx.project.root) / "plugins" / "module_utils" / "gpuhost_models_lock.py"
+    spec = importlib.util.spec_from_file_location("gpuhost_models_lock", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def lock_path(inventory: str) -> Path:
