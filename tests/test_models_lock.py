@@ -183,7 +183,7 @@ def project(tmp_path):
     return tmp_path
 
 
-def play(project, hub, *extra, limit="all"):
+def play(project, hub, *extra, limit="all", rc=0):
     env = {
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
@@ -213,7 +213,7 @@ def play(project, hub, *extra, limit="all"):
         check=False,
     )
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
+    assert proc.returncode == rc, out
     plans = re.findall(r"PLAN (\w+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out)
     return {host: rest for host, *rest in plans}, out
 
@@ -272,3 +272,17 @@ def test_models_refuses_a_model_that_is_not_pinned(tmp_path, capsys):
     inv.mkdir()
     assert gpuhost_main(["models", "update", "-i", str(inv), "--model", "a/b"]) == 2
     assert "--model: a/b not pinned" in capsys.readouterr().err
+
+
+def test_preflight_stops_on_a_model_that_does_not_fit_naming_the_numbers(project, hub, monkeypatch):
+    # The hub lists 3 x 12000 MiB of safetensors at main (~35.2 GiB); a pool of 0.2 x 140.4
+    # GiB cannot hold them. The play fails in the profile step, before anything is installed,
+    # the size read from the hub's file list before any download, the numbers in the message.
+    monkeypatch.setenv("HF_STANDIN_FILE_MIB", "12000")
+    _, out = play(
+        project, hub, "-e", '{"sglang_server_flags": {"--mem-fraction-static": 0.2}}', rc=2
+    )
+    assert "model fit: Qwen/Qwen3-32B-FP8 on this host: weights do not fit: weights 35.2 GiB" in out
+    assert "(the hub's file list at " in out
+    assert "pool 140.4 GiB x --mem-fraction-static 0.2 = 28.1 GiB per GPU" in out
+    assert "nothing was changed" in out
