@@ -29,7 +29,8 @@ action: gpuhost.gpu.sglang_profile
 short_description: Resolve, validate and render the SGLang serving profile
 options:
   profile:
-    description: Name of a file in profiles_dir without .yml; empty for none.
+    description: Name of a file in profiles_dir without .yml; auto to pick the first that fits
+      the GPUs (gpuhost_profile_fit.select); empty for none.
     type: str
   profiles_dir:
     description: Where profiles live; default profiles/ of this repository.
@@ -76,9 +77,20 @@ options:
   display:
     description: Print warnings and notes (false when already shown this run).
     type: bool
+  models_lock:
+    description: The inventory's models.lock.yml (controller path); empty disables pinning.
+    type: str
+  hub_endpoint:
+    description: The model hub's base URL (resolves a branch to its commit sha and file sizes).
+    type: str
+  prestaged_bytes:
+    description: Bytes of the pre-staged weights measured on the host; 0 when not pre-staged.
+    type: int
 """
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -96,22 +108,42 @@ class ActionModule(ActionBase):
 
         profile_name = args.get("profile") or ""
         profiles_dir = args.get("profiles_dir") or os.path.join(_REPO, "profiles")
+        known = (
+            sorted(f[:-4] for f in os.listdir(profiles_dir) if f.endswith(".yml"))
+            if os.path.isdir(profiles_dir)
+            else []
+        )
+        auto_message = ""
+        if profile_name == "auto":
+            library = [(name, _load(profiles_dir, name)) for name in known]
+            gpu = args.get("gpu") or {}
+            chosen = fit.select(library, gpu)
+            if not chosen["selected"] and not gpu.get("present", True) and not args.get("standin"):
+                # No NVIDIA GPU at all: sglang_server installs nothing here (its preflight says
+                # so), so there is nothing to pick and nothing to validate.
+                message = (
+                    "sglang_server_profile: auto picked no profile: this host has no NVIDIA GPU, "
+                    "and sglang_server installs nothing on it"
+                )
+                if args.get("display", True):
+                    self._display.display(f"sglang profile: {message}")
+                result.update(changed=False, skipped=True, msg=message)
+                return result
+            if not chosen["selected"]:
+                raise AnsibleActionFail(chosen["message"] + ". Nothing was changed.")
+            profile_name, auto_message = chosen["selected"], chosen["message"]
         doc = {}
         if profile_name:
-            path = os.path.join(profiles_dir, f"{profile_name}.yml")
-            if not os.path.isfile(path):
-                known = (
-                    sorted(f[:-4] for f in os.listdir(profiles_dir) if f.endswith(".yml"))
-                    if os.path.isdir(profiles_dir)
-                    else []
-                )
+            if profile_name not in known:
                 raise AnsibleActionFail(
-                    f"sglang_server_profile: got {profile_name!r}; allowed: one of "
+                    f"sglang_server_profile: got {profile_name!r}; allowed: auto, one of "
                     f"{', '.join(known) or '(none found)'} (files in {profiles_dir}), or '' "
                     "for the sglang_server_* settings alone"
                 )
-            with open(path, encoding="utf-8") as handle:
-                doc = yaml.safe_load(handle) or {}
+            doc = _load(profiles_dir, profile_name)
+            problems = fit.doc_problems(profile_name, doc)
+            if problems:
+                raise AnsibleActionFail("\n".join(problems))
 
         version = str(args.get("sglang_version") or "")
         catalogue_dir = args.get("catalogue_dir") or os.path.join(_REPO, "data", "sglang")
@@ -132,6 +164,8 @@ class ActionModule(ActionBase):
 
         try:
             effective = logic.resolve(doc, args.get("overrides") or {})
+            pinned = self._pin(effective, args)
+            effective["revision"] = pinned["revision"]
             listen = {
                 "host": args.get("host", "127.0.0.1"),
                 "port": args.get("port", 30000),
@@ -151,6 +185,12 @@ class ActionModule(ActionBase):
             )
         except logic.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_server_profile {profile_name!r}: {exc}") from exc
+
+        if auto_message:
+            checked["notes"].insert(0, auto_message)
+        checked["warnings"] += pinned["warnings"]
+        checked["notes"] += pinned["notes"]
+        self._fit(effective, args, pinned, checked)
 
         findings = [
             f
@@ -190,6 +230,8 @@ class ActionModule(ActionBase):
             "sglang_version": version,
             "model": effective["model"],
             "revision": effective["revision"],
+            "revision_branch": pinned["branch"],
+            "revision_pinned": pinned["how"],
             "served_model_name": effective["served_model_name"],
             "tp_size": int(effective["tp_size"]),
             "host": listen["host"],
@@ -202,6 +244,7 @@ class ActionModule(ActionBase):
             "exec_start": logic.exec_start(argv),
             "expected_baseline": effective["expected_baseline"],
             "download_gib": effective["download_gib"],
+            "model_fit": checked.get("model_fit") or {},
             "standin": bool(args.get("standin")),
             "nccl_decided": isinstance(
                 (args.get("nccl") or {}).get("disable_custom_all_reduce"), bool
@@ -217,3 +260,104 @@ class ActionModule(ActionBase):
             + plan["exec_start"],
         )
         return result
+
+    # ----------------------------------------------------------------------------------
+    # pinned weights (gpuhost_models_lock) and the model-fit check (gpuhost_profile_fit)
+
+    def _pin(self, effective, args):
+        """The revision to serve: a sha as it is; a branch through the inventory's lock."""
+        branch = effective["revision"]
+        out = {"revision": branch, "branch": "", "how": "", "notes": [], "warnings": []}
+        out["weights_bytes"] = None
+        lock = args.get("models_lock") or ""
+        model = effective["model"]
+        if models_lock.is_sha(branch):
+            out["how"] = "sha"
+            return out
+        if not lock or not model or models_lock.is_local(model) or args.get("model_path"):
+            out["notes"].append(
+                f"revision {branch} is not pinned"
+                + (
+                    " (nothing is downloaded, or sglang_server_models_lock is empty)"
+                    if not lock
+                    else " (local weights)"
+                )
+            )
+            return out
+        endpoint = args.get("hub_endpoint") or ""
+        token = os.environ.get("HF_TOKEN") or None
+
+        def resolve(repo, rev):
+            return models_lock.hub_revision(endpoint, repo, rev, token=token)
+
+        check_mode = bool(self._play_context.check_mode)
+        try:
+            got = models_lock.pin(lock, model, branch, resolve, write=not check_mode)
+        except models_lock.HubError as exc:
+            out["warnings"].append(
+                f"revision {branch} of {model} is not pinned: the hub ({endpoint}) did not "
+                f"answer ({exc}), so this run follows the branch. The next run that reaches "
+                f"the hub pins it in {lock}"
+            )
+            return out
+        except ValueError as exc:
+            raise AnsibleActionFail(f"sglang_server_models_lock: {exc}") from exc
+        out.update(revision=got["sha"], branch=branch, how=got["pinned"])
+        out["weights_bytes"] = got["entry"].get("weights_bytes")
+        out["notes"].append(
+            {
+                "lock": f"{model}@{branch} pinned to {got['sha']} by {lock}",
+                "new": f"{model}@{branch} resolved to {got['sha']} and pinned in {lock}",
+                "would": (
+                    f"{model}@{branch} is at {got['sha']} on the hub; check mode writes no "
+                    f"pin (the first real run pins it in {lock})"
+                ),
+            }[got["pinned"]]
+        )
+        return out
+
+    def _fit(self, effective, args, pinned, checked):
+        """Weights plus KV-cache room against the GPUs: an error naming the numbers."""
+        gpus = fit.measured(args.get("gpu") or {})
+        if gpus is None:
+            checked["notes"].append("no GPU measured: the model-fit check is skipped")
+            return
+        weights = None
+        if int(args.get("prestaged_bytes") or 0) > 0:
+            weights = {"bytes": int(args["prestaged_bytes"]), "source": "the pre-staged path"}
+        elif pinned.get("weights_bytes"):
+            weights = {
+                "bytes": pinned["weights_bytes"],
+                "source": f"the hub's file list at {pinned['revision'][:12]}",
+            }
+        result = fit.fit(effective, gpus, weights)
+        checked["model_fit"] = result["numbers"]
+        if result["ok"]:
+            checked["notes"] += [f"model fit: {line}" for line in result["lines"]]
+            checked["findings"].append(
+                _finding("model_fit", "pass", "; ".join(result["lines"]) or "fits")
+            )
+            return
+        for reason in result["reasons"]:
+            checked["errors"].append(f"model fit: {effective['model']} on this host: {reason}")
+        checked["findings"].append(
+            _finding(
+                "model_fit",
+                "fail",
+                result["reasons"][0],
+                "select a profile sized for this host (sglang_server_profile: auto picks one)",
+            )
+        )
+
+
+def _finding(check, status, message, fix=""):
+    return {"check": f"sglang_server.{check}", "status": status, "message": message, "fix": fix}
+
+
+def _load(profiles_dir, name):
+    path = os.path.join(profiles_dir, f"{name}.yml")
+    with open(path, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle) or {}
+    if not isinstance(doc, dict):
+        raise AnsibleActionFail(f"sglang_server_profile {name}: {path} is not a mapping")
+    return doc

@@ -13,8 +13,8 @@ architecture, the nccl decision, the listening address); gpuhost_profile_flags.p
 its flags against the catalogue; gpuhost_profile_render.py renders the command line, and
 its functions are part of this module's interface.
 
-Every rule comes from ../shared/REFERENCE.md §2-3 (read from the sglang wheels'
-srt/server_args.py) and says so in its message, so a failed run explains itself.
+Every rule comes from the pinned sglang wheels (their srt/server_args.py) or a cited public
+report, and says so in its message, so a failed run explains itself.
 """
 
 from __future__ import annotations
@@ -146,6 +146,14 @@ def resolve(profile_doc, overrides):
         "expected_baseline": doc.get("expected_baseline") or {},
         "download_gib": doc.get("download_gib") or 0,
         "description": doc.get("description", ""),
+        # What the model-fit check reads (gpuhost_profile_fit.py); a model of the inventory's
+        # own keeps the GPU requirements but not the profile's weights and KV sizes.
+        "requires": doc.get("requires") or {},
+        **(
+            {"weights_gib": doc.get("weights_gib"), "kv_cache_min_gib": doc.get("kv_cache_min_gib")}
+            if str(model) == str(doc.get("model") or "")
+            else {}
+        ),
     }
 
 
@@ -239,7 +247,7 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         else _finding("inert_flags", "pass", "no flag known to be inert on this host")
     )
 
-    # KV cache dtype for a DSA model on SM >= 10 (REFERENCE §2).
+    # KV cache dtype for a DSA model on SM >= 10 (server_args.py; garbled on SM120: glm5.md).
     dsa = effective.get("dsa")
     if dsa is None:
         dsa = bool(DSA_MODEL_PATTERN.search(effective["model"]))

@@ -32,15 +32,18 @@ RESERVED = {
     ),
 }
 
-# Renames between sglang versions (REFERENCE §2): the old name is an "unrecognized
-# arguments" error from 0.5.20 on; the new one does not exist before 0.5.12.
+# Renames between sglang versions (both wheels' server_args.py): the old name is an
+# "unrecognized arguments" error from 0.5.20 on; the new one does not exist before 0.5.12.
 RENAMES = {
     "--nsa-prefill-backend": "--dsa-prefill-backend",
     "--nsa-decode-backend": "--dsa-decode-backend",
 }
 RENAMED_IN = "0.5.20"
 
-SOURCE = "../shared/REFERENCE.md §2"
+SOURCE = (
+    "sglang srt/server_args.py of the pinned wheels; SM120: local-inference-lab/rtx6kpro "
+    "models/glm5.md"
+)
 
 
 # --------------------------------------------------------------------------------------

@@ -14,14 +14,27 @@ Env: HF_STANDIN_FILES (default 3), HF_STANDIN_FILE_MIB (default 4), HF_STANDIN_C
 (seconds per 1 MiB chunk, default 0.02), HF_STANDIN_FAIL_AFTER_MIB (exit 1 after writing that
 many MiB in this run: an interruption), HF_STANDIN_REQUIRE_TOKEN=1 (exit 1 without HF_TOKEN).
 It never prints the token.
+
+    hf_standin.py serve [--port N]      (STAND-IN for the hub's HTTP API, not the hub)
+
+answers GET /api/models/<repo>/revision/<rev>[?blobs=true] with {"id", "sha", "siblings":
+[{"rfilename", "size"}]} - what the hub's model_info answers - for the same fake model the
+download writes. A branch is at sha1("<repo>@<branch>") unless HF_STANDIN_REFS names a JSON
+file {"<repo>@<branch>": "<sha>"} that moves it (read on every request, so a test moves a
+branch by rewriting the file); a 40-hex revision is its own sha. `download` uses the same
+commit for the same revision.
 """
 
 import argparse
 import hashlib
+import http.server
 import json
 import os
+import re
 import sys
+import threading
 import time
+import urllib.parse
 
 MIB = 1 << 20
 
@@ -34,7 +47,15 @@ def main() -> int:
     dl.add_argument("--revision", default="main")
     dl.add_argument("--max-workers", type=int, default=8)
     dl.add_argument("--include", action="append", default=[])
+    serve = sub.add_parser("serve")
+    serve.add_argument("--port", type=int, default=0)
+    serve.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()
+    if args.command == "serve":
+        server = hub_server(args.host, args.port)
+        print(f"hub (STAND-IN test double) on http://{args.host}:{server.server_port}", flush=True)
+        server.serve_forever()
+        return 0
 
     print(
         "hf (STAND-IN test double): the hub is unreachable here; writing a fake model", flush=True
@@ -47,7 +68,7 @@ def main() -> int:
         return 1
     home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
     repo = os.path.join(home, "hub", "models--" + args.repo_id.replace("/", "--"))
-    commit = hashlib.sha1(f"{args.repo_id}@{args.revision}".encode()).hexdigest()
+    commit = commit_of(args.repo_id, args.revision)
     snapshot = os.path.join(repo, "snapshots", commit)
     for sub_dir in ("blobs", "refs", snapshot):
         os.makedirs(os.path.join(repo, sub_dir), exist_ok=True)
@@ -92,6 +113,60 @@ def main() -> int:
         ref.write(commit)
     print(snapshot, flush=True)
     return 0
+
+
+def commit_of(repo_id, revision):
+    """The commit a revision is at: itself when a sha, a moved branch, else derived."""
+    if re.fullmatch(r"[0-9a-f]{40}", revision):
+        return revision
+    refs_file = os.environ.get("HF_STANDIN_REFS")
+    if refs_file and os.path.exists(refs_file):
+        with open(refs_file) as handle:
+            moved = json.load(handle).get(f"{repo_id}@{revision}")
+        if moved:
+            return moved
+    return hashlib.sha1(f"{repo_id}@{revision}".encode()).hexdigest()
+
+
+def model_info(repo_id, revision):
+    """What the hub's /api/models/<repo>/revision/<rev>?blobs=true answers, for the fake model."""
+    count = int(os.environ.get("HF_STANDIN_FILES", "3"))
+    size = int(os.environ.get("HF_STANDIN_FILE_MIB", "4")) * MIB
+    siblings = [{"rfilename": "config.json", "size": 64}] + [
+        {"rfilename": f"model-{i + 1:05d}-of-{count:05d}.safetensors", "size": size}
+        for i in range(count)
+    ]
+    return {"id": repo_id, "sha": commit_of(repo_id, revision), "siblings": siblings}
+
+
+class _Hub(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        path = urllib.parse.urlparse(self.path).path
+        match = re.fullmatch(r"/api/models/(.+)/revision/([^/]+)", path)
+        if not match:
+            self.send_error(404, "not a route of the hub stand-in")
+            return
+        body = json.dumps(model_info(match.group(1), urllib.parse.unquote(match.group(2)))).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def hub_server(host="127.0.0.1", port=0):
+    """The hub stand-in's HTTP server (not started); tests run serve_forever in a thread."""
+    return http.server.ThreadingHTTPServer((host, port), _Hub)
+
+
+def start_hub(host="127.0.0.1", port=0):
+    """Start the hub stand-in in a daemon thread; returns the server (shutdown() stops it)."""
+    server = hub_server(host, port)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 if __name__ == "__main__":

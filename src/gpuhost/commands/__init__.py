@@ -26,6 +26,7 @@ REGISTRY = (
     "update",
     "rollback",
     "doctor",
+    "gpuhost.models",
 )
 
 
