@@ -1,0 +1,66 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Filters of the proxmox_vm role: the VM spec's refusals, its Proxmox config, the diff.
+
+The decisions live in plugins/module_utils/gpuhost_proxmox_vm.py (unit-tested in
+tests/test_proxmox_vm_spec.py); these filters only expose them to the role.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Custom module_utils are not importable from controller plugins outside a collection: put
+# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
+_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
+if _UTILS not in sys.path:
+    sys.path.append(_UTILS)
+
+import gpuhost_plain as _plain  # noqa: E402
+import gpuhost_proxmox_vm as _vm  # noqa: E402
+import gpuhost_pve_schema as _schema  # noqa: E402
+
+_FACTS = {}
+
+
+def _facts():
+    if not _FACTS:
+        _FACTS.update(_schema.load_facts())
+    return _FACTS
+
+
+def gpuhost_proxmox_vm_spec_errors(spec):
+    """spec | gpuhost_proxmox_vm_spec_errors -> ['proxmox_vm_x=...: why', ...]"""
+    return _vm.spec_errors(_plain.plain(spec), _facts())
+
+
+def gpuhost_proxmox_vm_api_errors(spec, api):
+    """spec | gpuhost_proxmox_vm_api_errors({'vms': [...], 'node': {...}, 'mappings': [...]})"""
+    return _vm.api_errors(_plain.plain(spec), _plain.plain(api))
+
+
+def gpuhost_proxmox_vm_config(spec):
+    """spec | gpuhost_proxmox_vm_config -> the Proxmox config keys the role manages"""
+    return _vm.desired_config(_plain.plain(spec))
+
+
+def gpuhost_proxmox_vm_diff(desired, current):
+    """desired | gpuhost_proxmox_vm_diff(current) -> {key: {before, after}}"""
+    return _vm.config_diff(_plain.plain(desired), _plain.plain(current))
+
+
+def gpuhost_proxmox_vm_args(spec):
+    """spec | gpuhost_proxmox_vm_args -> the kvm args line, or ''"""
+    return _vm.args_line(_plain.plain(spec))
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "gpuhost_proxmox_vm_spec_errors": gpuhost_proxmox_vm_spec_errors,
+            "gpuhost_proxmox_vm_api_errors": gpuhost_proxmox_vm_api_errors,
+            "gpuhost_proxmox_vm_config": gpuhost_proxmox_vm_config,
+            "gpuhost_proxmox_vm_diff": gpuhost_proxmox_vm_diff,
+            "gpuhost_proxmox_vm_args": gpuhost_proxmox_vm_args,
+        }
