@@ -153,4 +153,22 @@ def test_routes_cover_the_schema_facts():
     calls = {(m, p) for p, ms in facts["paths"].items() for m in ms}
     served = set(ROUTES) | {("POST", "/access/ticket")}
     assert served <= calls
-    assert calls - served == {("POST", "/nodes/{node}/qemu/{vmid}/move_disk")}
+    assert calls - served == set()
+
+
+def test_a_disk_is_reassigned_with_its_data_and_never_off_a_running_vm(standin):
+    pve = standin["full"]
+    vm = _clone(pve, 306)
+    keeper = _clone(pve, 307)
+    vm.config.put(scsi1="local-lvm:10")
+    docker = standin["api"].volume_names()[vm.config.get()["scsi1"].split(",")[0]]
+    vm.status.start.post()
+    exc = _refused(lambda: vm.move_disk.post(disk="scsi1", **{"target-vmid": 307}), 500)
+    assert "while the source VM is running" in str(exc)
+    vm.status.stop.post()
+    vm.move_disk.post(disk="scsi1", **{"target-vmid": 307, "target-disk": "scsi1"})
+    moved = keeper.config.get()["scsi1"].split(",")[0]
+    assert moved.startswith("local-lvm:vm-307-disk-") and "scsi1" not in vm.config.get()
+    assert standin["api"].volume_names()[moved] == docker
+    pve.nodes("pve1").qemu(306).delete(purge=1)
+    assert standin["api"].volume_names()[moved] == docker

@@ -55,6 +55,12 @@ def gpuhost_proxmox_vm_args(spec):
     return _vm.args_line(_plain.plain(spec))
 
 
+def gpuhost_proxmox_vm_keeper(spec):
+    """spec | gpuhost_proxmox_vm_keeper -> {vmid, name} of the model disk keeper VM"""
+    spec = _plain.plain(spec)
+    return {"vmid": _vm.keeper_vmid(spec), "name": _vm.keeper_name(spec)}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -63,4 +69,5 @@ class FilterModule:
             "gpuhost_proxmox_vm_config": gpuhost_proxmox_vm_config,
             "gpuhost_proxmox_vm_diff": gpuhost_proxmox_vm_diff,
             "gpuhost_proxmox_vm_args": gpuhost_proxmox_vm_args,
+            "gpuhost_proxmox_vm_keeper": gpuhost_proxmox_vm_keeper,
         }

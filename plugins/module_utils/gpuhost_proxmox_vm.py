@@ -115,6 +115,16 @@ def config_diff(desired, current):
     return out
 
 
+def keeper_vmid(v):
+    """The vmid of the stopped VM that holds the model disk while the VM is rebuilt."""
+    explicit = int(v.get("proxmox_vm_model_keeper_vmid") or 0)
+    return explicit or int(v.get("proxmox_vm_vmid") or 0) + 100000
+
+
+def keeper_name(v):
+    return f"{v.get('proxmox_vm_name')}-model"
+
+
 def _err(var, value, problem, allowed=""):
     text = f"{var}={value!r}: {problem}"
     return text + (f"; allowed: {allowed}" if allowed else "")
@@ -294,6 +304,18 @@ def api_errors(v, api):
                     f"tag {tag!r}); pick a free vmid",
                 )
             )
+    keeper = keeper_vmid(v)
+    for vm in api.get("vms") or []:
+        if int(vm.get("vmid", -1)) != keeper or vm.get("name") == keeper_name(v):
+            continue
+        errors.append(
+            _err(
+                "proxmox_vm_model_keeper_vmid",
+                keeper,
+                f"in use by VM {vm.get('name')!r}; the model disk keeper is a VM named "
+                f"{keeper_name(v)!r} (0 = proxmox_vm_vmid + 100000)",
+            )
+        )
     mappings = {m.get("id"): m for m in api.get("mappings") or []}
     clique = _bool(v.get("proxmox_vm_gpu_clique", False))
     for i, gpu in enumerate(v.get("proxmox_vm_gpus") or []):

@@ -150,15 +150,16 @@ def default_state():
 class PveStandin:
     """The state and the request handling, without HTTP (tests can call handle())."""
 
-    def __init__(self, state=None, facts=None, on_start=None, on_stop=None):
+    def __init__(self, state=None, facts=None, on_start=None, on_stop=None, on_destroy=None):
         self.state = state or default_state()
         self.facts = facts or schema.load_facts()
         self.tickets = {}
         self.tasks = {}
         self.log = []
         self.lock = threading.RLock()
-        # hooks: called with (vmid, vm) when a VM starts or stops (real containers, issue 13)
-        self.on_start, self.on_stop = on_start, on_stop
+        # hooks (tests/proxmox_standin/vm_containers.py): on_start(vmid, vm, {volid: docker
+        # name}), on_stop(vmid, vm), on_destroy(docker name) when a volume is destroyed
+        self.on_start, self.on_stop, self.on_destroy = on_start, on_stop, on_destroy
 
     # --- auth -------------------------------------------------------------------------
     def add_token(self, user, name, privileges, secret=None):
@@ -397,6 +398,8 @@ class PveStandin:
         task = self.tasks.get(values["upid"])
         if task is None:
             raise ApiError(500, "no such task")
+        if task["exitstatus"] is None:
+            return {"upid": values["upid"], "node": task["node"], "status": "running"}
         return {
             "upid": values["upid"],
             "node": task["node"],
@@ -423,7 +426,9 @@ class PveStandin:
             n += 1
         name = f"vm-{vmid}-disk-{n}"
         size_text = "4M" if key.startswith("efidisk") else f"{size}G"
-        vols[name] = {"size": size_text, "vmid": str(vmid)}
+        self.state["volume_serial"] = self.state.get("volume_serial", 0) + 1
+        docker = f"vol{self.state['volume_serial']}"
+        vols[name] = {"size": size_text, "vmid": str(vmid), "docker": docker}
         rest = [p for p in parts[1:] if not p.startswith("size=")]
         return ",".join([f"{storage}:{name}", *rest, f"size={size_text}"])
 
@@ -483,22 +488,46 @@ class PveStandin:
             "agent": 1 if vm["config"].get("agent", "0").startswith("1") else 0,
         }
 
+    def _in_background(self, upid, work):
+        """Run a hook the way Proxmox runs a task: the call returns the UPID at once and the
+        task status says `running` until the work is done (or failed, with its message)."""
+        task = self.tasks[upid]
+        task["exitstatus"] = None
+
+        def run():
+            try:
+                work()
+                status = "OK"
+            except Exception as exc:  # the task fails with the reason, like a qm task
+                status = f"{type(exc).__name__}: {exc}"
+            with self.lock:
+                task["exitstatus"] = status
+
+        threading.Thread(target=run, daemon=True).start()
+        return upid
+
     def _vm_start(self, auth, values, params):
         vm = self._vm(values)
         if vm.get("template"):
             raise ApiError(500, "you can't start a vm if it's a template")
-        if vm["status"] != "running":
-            if self.on_start:
-                self.on_start(values["vmid"], vm)
-            vm["status"] = "running"
-        return self._task(values["node"], "qmstart", values["vmid"], auth)
+        upid = self._task(values["node"], "qmstart", values["vmid"], auth)
+        if vm["status"] == "running":
+            return upid
+        vm["status"] = "running"
+        if not self.on_start:
+            return upid
+        vmid, volumes = values["vmid"], self.volume_names()
+        return self._in_background(upid, lambda: self.on_start(vmid, vm, volumes))
 
     def _stop(self, auth, values, kind):
         vm = self._vm(values)
-        if vm["status"] == "running" and self.on_stop:
-            self.on_stop(values["vmid"], vm)
+        upid = self._task(values["node"], kind, values["vmid"], auth)
+        was = vm["status"]
         vm["status"] = "stopped"
-        return self._task(values["node"], kind, values["vmid"], auth)
+        if was == "running" and self.on_stop:
+            vmid = values["vmid"]
+            return self._in_background(upid, lambda: self.on_stop(vmid, vm))
+        return upid
 
     def _vm_stop(self, auth, values, params):
         return self._stop(auth, values, "qmstop")
@@ -516,7 +545,7 @@ class PveStandin:
                 storage, _, rest = value.partition(":")
                 name = rest.split(",")[0]
                 if name.startswith(f"vm-{vmid}-"):
-                    self.state["volumes"].get(storage, {}).pop(name, None)
+                    self._destroy_volume(storage, name)
         del self.state["vms"][vmid]
         return self._task(values["node"], "qmdestroy", vmid, auth)
 
@@ -546,6 +575,62 @@ class PveStandin:
         self.state["vms"][newid] = {"node": values["node"], "status": "stopped", "config": cfg}
         return self._task(values["node"], "qmclone", values["vmid"], auth)
 
+    def volume_names(self):
+        """{volume id: docker name} of every volume on every storage."""
+        return {
+            f"{storage}:{name}": vol.get("docker", "")
+            for storage, vols in self.state["volumes"].items()
+            for name, vol in vols.items()
+        }
+
+    def _destroy_volume(self, storage, name):
+        vol = self.state["volumes"].get(storage, {}).pop(name, None)
+        if vol and self.on_destroy and vol.get("docker"):
+            self.on_destroy(vol["docker"])
+
+    def _move_vm_disk(self, auth, values, params):
+        """Reassign a disk to another VM on the same node (target-vmid), as Proxmox 7.2+ does:
+        the volume is renamed to the new owner and keeps its data. Moves between storages are
+        not served by this stand-in."""
+        src = self._vm(values)
+        disk = params["disk"]
+        target = params.get("target-vmid")
+        if not target:
+            raise ApiError(501, "stand-in serves only disk reassignment (target-vmid)")
+        dst = self.state["vms"].get(str(int(target)))
+        if dst is None:
+            raise ApiError(500, f"could not find target VM {target}")
+        if dst["node"] != src["node"]:
+            raise ApiError(
+                500, f"Both VMs need to be on the same node ({src['node']} != {dst['node']})"
+            )
+        if src.get("template") or dst.get("template"):
+            raise ApiError(500, "Can't move disks from or to template VMs")
+        if disk not in src["config"]:
+            raise ApiError(500, f"Disk '{disk}' for VM '{values['vmid']}' does not exist")
+        target_disk = params.get("target-disk", disk)
+        if target_disk in dst["config"]:
+            raise ApiError(
+                500, f"Target disk key '{target_disk}' is already in use for VM '{target}'"
+            )
+        if src["status"] == "running" and not disk.startswith("unused"):
+            raise ApiError(
+                500, "Cannot move disk to another VM while the source VM is running - detach first"
+            )
+        value = src["config"].pop(disk)
+        volid, _, rest = value.partition(",")
+        storage, _, name = volid.partition(":")
+        vols = self.state["volumes"].setdefault(storage, {})
+        vol = vols.pop(name, {"size": "", "docker": ""})
+        n = 0
+        while f"vm-{int(target)}-disk-{n}" in vols:
+            n += 1
+        new = f"vm-{int(target)}-disk-{n}"
+        vol["vmid"] = str(int(target))
+        vols[new] = vol
+        dst["config"][target_disk] = f"{storage}:{new}" + ("," + rest if rest else "")
+        return self._task(values["node"], "qmmove", values["vmid"], auth)
+
     def _resize_vm(self, auth, values, params):
         vm = self._vm(values)
         disk = params["disk"]
@@ -560,14 +645,17 @@ class PveStandin:
         for key in re.split(r"[,; ]+", params["idlist"]):
             if key in vm["config"]:
                 value = vm["config"].pop(key)
-                if str(params.get("force", "0")) not in ("1", "true"):
+                if str(params.get("force", "0")) in ("1", "true"):
+                    storage, _, name = value.split(",")[0].partition(":")
+                    self._destroy_volume(storage, name)
+                else:
                     n = 0
                     while f"unused{n}" in vm["config"]:
                         n += 1
                     vm["config"][f"unused{n}"] = value.split(",")[0]
 
 
-# (method, schema path) -> handler. Every path in data/proxmox/ except move_disk is served.
+# (method, schema path) -> handler: every call in data/proxmox/.
 ROUTES = {
     ("GET", "/version"): "_version",
     ("GET", "/nodes"): "_nodes",
@@ -583,6 +671,7 @@ ROUTES = {
     ("POST", "/nodes/{node}/qemu/{vmid}/config"): "_update_vm_async",
     ("PUT", "/nodes/{node}/qemu/{vmid}/config"): "_update_vm",
     ("PUT", "/nodes/{node}/qemu/{vmid}/resize"): "_resize_vm",
+    ("POST", "/nodes/{node}/qemu/{vmid}/move_disk"): "_move_vm_disk",
     ("GET", "/nodes/{node}/qemu/{vmid}/status/current"): "_vm_status",
     ("POST", "/nodes/{node}/qemu/{vmid}/status/start"): "_vm_start",
     ("POST", "/nodes/{node}/qemu/{vmid}/status/stop"): "_vm_stop",

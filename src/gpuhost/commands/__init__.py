@@ -17,7 +17,17 @@ import importlib
 from types import ModuleType
 
 # The order is the order of `gpuhost --help`.
-REGISTRY = ("provision", "check", "verify", "bench", "report", "update", "rollback")
+REGISTRY = (
+    "provision",
+    "check",
+    "verify",
+    "bench",
+    "report",
+    "update",
+    "rollback",
+    "gpuhost.rebuild",
+    "gpuhost.vm",
+)
 
 
 def load() -> list[ModuleType]:
