@@ -50,9 +50,11 @@ def ensure_ssh_image(base=BASE_IMAGE, image=SSH_IMAGE):
 class DockerVms:
     """on_start/on_stop/on_destroy hooks for PveStandin."""
 
-    def __init__(self, ssh_ports, mounts=None, image=SSH_IMAGE, prefix=PREFIX):
+    def __init__(self, ssh_ports, mounts=None, files=None, image=SSH_IMAGE, prefix=PREFIX):
         self.ssh_ports = {str(k): int(v) for k, v in ssh_ports.items()}
         self.mounts = mounts or {}
+        # {path in the VM: file here}: what the cloud image carries (test doubles)
+        self.files = files or {}
         self.image = image
         self.prefix = prefix
         self.started = []
@@ -83,6 +85,9 @@ class DockerVms:
                 args += ["-v", f"{self.volume(docker_name)}:{path}"]
         _docker(*args, self.image, "/lib/systemd/systemd")
         self.started.append(name)
+        for dest, src in self.files.items():
+            _docker("cp", src, f"{name}:{dest}")
+            _docker("exec", name, "chmod", "0755", dest)
         user = cfg.get("ciuser", "debian")
         keys = unquote(cfg.get("sshkeys", ""))
         script = (
