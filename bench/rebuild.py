@@ -18,6 +18,7 @@ first run writes the model, a rebuild writes 0 and leaves every file on the disk
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -25,16 +26,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "proxmox_standin"))
+# The one helper that finds the project's tools, loaded by its path (no sys.path edits).
+_spec = importlib.util.spec_from_file_location("project_tools", ROOT / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
 
-from rebuild_env import VM, RebuildBed  # noqa: E402
 
-
-def rebuild(bed):
+def rebuild(bed, vm):
     started = time.monotonic()
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "gpuhost"), "--project-dir", str(ROOT), "rebuild",
-         "-i", str(bed.inventory), "-l", VM, "--yes", "--json"],
+         "-i", str(bed.inventory), "-l", vm, "--yes", "--json"],
         capture_output=True, text=True, env=bed.env(), timeout=3600,
     )  # fmt: skip
     wall = time.monotonic() - started
@@ -50,7 +52,20 @@ def written(before, after):
     return sum(meta[0] for path, meta in after.items() if before.get(path) != meta)
 
 
+def _bed():
+    """tests/proxmox_standin/rebuild_env.py, loaded by its path."""
+    path = ROOT / "tests" / "proxmox_standin" / "rebuild_env.py"
+    spec = importlib.util.spec_from_file_location("proxmox_standin.rebuild_env", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def main():
+    project_tools.setup("bench/rebuild.py", ["gpuhost", "docker-daemon"])
+    project_tools.setup_check_done("bench/rebuild.py")
+    env = _bed()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--api-port", type=int, default=18630)
     parser.add_argument("--ssh-port", type=int, default=18631)
@@ -58,10 +73,10 @@ def main():
     parser.add_argument("--out")
     args = parser.parse_args()
     results = []
-    with RebuildBed(args.api_port, args.ssh_port) as bed:
+    with env.RebuildBed(args.api_port, args.ssh_port) as bed:
         disk = {}
         for n in range(1, args.runs + 1):
-            wall, report = rebuild(bed)
+            wall, report = rebuild(bed, env.VM)
             now = bed.model_disk()
             result = {
                 "run": n,

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins" / "module_utils"))
-
-from gpuhost_proxmox_host import host_findings, parse_report
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_host import (
+    host_findings,
+    parse_report,
+)
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "proxmox-node"
 SPEC = {

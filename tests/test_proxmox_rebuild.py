@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "proxmox_standin"))
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("GPUHOST_REBUILD_E2E") != "1" or not shutil.which("docker"),
@@ -36,7 +35,7 @@ def _rebuild(bed):
 
 
 def test_rebuild_from_nothing_then_again_keeping_the_model_disk(tmp_path):
-    from rebuild_env import RebuildBed
+    from proxmox_standin.rebuild_env import RebuildBed
 
     with RebuildBed(18612, 18623, tmp_path) as bed:
         first = _rebuild(bed)

@@ -18,9 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "proxmox_standin"))
-
-from pve_standin import ALL_PRIVS, PveStandin, StandinServer  # noqa: E402
+from proxmox_standin.pve_standin import ALL_PRIVS, PveStandin, StandinServer  # noqa: E402
 
 PORT = 18610
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpuaG9zdHRlc3RrZXkAAAAAAAAAAAAAAAAAAAAAAAAA test"
@@ -55,7 +53,7 @@ def _play(inv, secret, *extra):
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        PROXMOX_TOKEN_SECRET=secret,
+        GPUHOST_PROXMOX_TOKEN_SECRET=secret,
         ANSIBLE_FORCE_COLOR="0",
         PYTHONWARNINGS="ignore",
     )

@@ -3,14 +3,10 @@ refuses: checked here with the real client (proxmoxer) over HTTPS on loopback.""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "proxmox_standin"))
-
-from pve_standin import ALL_PRIVS, ROUTES, PveStandin, StandinServer
+from proxmox_standin.pve_standin import ALL_PRIVS, ROUTES, PveStandin, StandinServer
 
 proxmoxer = pytest.importorskip("proxmoxer")
 from proxmoxer.core import ResourceException  # noqa: E402

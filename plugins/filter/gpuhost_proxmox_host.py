@@ -9,22 +9,14 @@ tests/test_proxmox_host_findings.py); this filter only exposes them to the role.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_plain as _plain  # noqa: E402
-import gpuhost_proxmox_host as _host  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_plain as _plain
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox_host as _host
 
 
 def gpuhost_proxmox_host_findings(report, spec):
-    """report_text | gpuhost_proxmox_host_findings({node, gpus, memory_mib, ...})"""
+    """report_text | gpuhost.gpu.proxmox_host_findings({node, gpus, memory_mib, ...})"""
     return _host.host_findings(str(report), _plain.plain(spec))
 
 
@@ -44,6 +36,6 @@ def gpuhost_proxmox_host_paths(mappings_json, node, gpus):
 class FilterModule:
     def filters(self):
         return {
-            "gpuhost_proxmox_host_findings": gpuhost_proxmox_host_findings,
-            "gpuhost_proxmox_host_paths": gpuhost_proxmox_host_paths,
+            "proxmox_host_findings": gpuhost_proxmox_host_findings,
+            "proxmox_host_paths": gpuhost_proxmox_host_paths,
         }

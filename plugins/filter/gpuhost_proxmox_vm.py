@@ -8,18 +8,9 @@ tests/test_proxmox_vm_spec.py); these filters only expose them to the role.
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_plain as _plain  # noqa: E402
-import gpuhost_proxmox_vm as _vm  # noqa: E402
-import gpuhost_pve_schema as _schema  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_plain as _plain
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox_vm as _vm
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_pve_schema as _schema
 
 _FACTS = {}
 
@@ -31,32 +22,32 @@ def _facts():
 
 
 def gpuhost_proxmox_vm_spec_errors(spec):
-    """spec | gpuhost_proxmox_vm_spec_errors -> ['proxmox_vm_x=...: why', ...]"""
+    """spec | gpuhost.gpu.proxmox_vm_spec_errors -> ['proxmox_vm_x=...: why', ...]"""
     return _vm.spec_errors(_plain.plain(spec), _facts())
 
 
 def gpuhost_proxmox_vm_api_errors(spec, api):
-    """spec | gpuhost_proxmox_vm_api_errors({'vms': [...], 'node': {...}, 'mappings': [...]})"""
+    """spec | gpuhost.gpu.proxmox_vm_api_errors({'vms': [...], 'node': {...}, 'mappings': [...]})"""
     return _vm.api_errors(_plain.plain(spec), _plain.plain(api))
 
 
 def gpuhost_proxmox_vm_config(spec):
-    """spec | gpuhost_proxmox_vm_config -> the Proxmox config keys the role manages"""
+    """spec | gpuhost.gpu.proxmox_vm_config -> the Proxmox config keys the role manages"""
     return _vm.desired_config(_plain.plain(spec))
 
 
 def gpuhost_proxmox_vm_diff(desired, current):
-    """desired | gpuhost_proxmox_vm_diff(current) -> {key: {before, after}}"""
+    """desired | gpuhost.gpu.proxmox_vm_diff(current) -> {key: {before, after}}"""
     return _vm.config_diff(_plain.plain(desired), _plain.plain(current))
 
 
 def gpuhost_proxmox_vm_args(spec):
-    """spec | gpuhost_proxmox_vm_args -> the kvm args line, or ''"""
+    """spec | gpuhost.gpu.proxmox_vm_args -> the kvm args line, or ''"""
     return _vm.args_line(_plain.plain(spec))
 
 
 def gpuhost_proxmox_vm_keeper(spec):
-    """spec | gpuhost_proxmox_vm_keeper -> {vmid, name} of the model disk keeper VM"""
+    """spec | gpuhost.gpu.proxmox_vm_keeper -> {vmid, name} of the model disk keeper VM"""
     spec = _plain.plain(spec)
     return {"vmid": _vm.keeper_vmid(spec), "name": _vm.keeper_name(spec)}
 
@@ -64,10 +55,10 @@ def gpuhost_proxmox_vm_keeper(spec):
 class FilterModule:
     def filters(self):
         return {
-            "gpuhost_proxmox_vm_spec_errors": gpuhost_proxmox_vm_spec_errors,
-            "gpuhost_proxmox_vm_api_errors": gpuhost_proxmox_vm_api_errors,
-            "gpuhost_proxmox_vm_config": gpuhost_proxmox_vm_config,
-            "gpuhost_proxmox_vm_diff": gpuhost_proxmox_vm_diff,
-            "gpuhost_proxmox_vm_args": gpuhost_proxmox_vm_args,
-            "gpuhost_proxmox_vm_keeper": gpuhost_proxmox_vm_keeper,
+            "proxmox_vm_spec_errors": gpuhost_proxmox_vm_spec_errors,
+            "proxmox_vm_api_errors": gpuhost_proxmox_vm_api_errors,
+            "proxmox_vm_config": gpuhost_proxmox_vm_config,
+            "proxmox_vm_diff": gpuhost_proxmox_vm_diff,
+            "proxmox_vm_args": gpuhost_proxmox_vm_args,
+            "proxmox_vm_keeper": gpuhost_proxmox_vm_keeper,
         }

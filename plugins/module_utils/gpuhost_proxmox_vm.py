@@ -20,10 +20,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, unquote
 
-try:  # module side (Ansible's bundler) and controller side (plain sys.path) names
-    from ansible.module_utils import gpuhost_pve_schema as schema
-except ImportError:  # pragma: no cover - controller plugins put module_utils on sys.path
-    import gpuhost_pve_schema as schema
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_pve_schema as schema
 
 CONFIG_PATH = "/nodes/{node}/qemu/{vmid}/config"
 _TRUE = {"1", "true", "yes", "on"}

@@ -7,7 +7,7 @@ SSH, the whole site.yml, verify, re-add to the routers. It asks before destroyin
 unless --yes. Each run record (runs/<ts>/report.json) gets `stage_times`, read from the
 run's job events.
 
-Secrets: the Proxmox token secret comes from Vault or PROXMOX_TOKEN_SECRET in the
+Secrets: the Proxmox token secret comes from Vault or GPUHOST_PROXMOX_TOKEN_SECRET in the
 environment; --vault-password-file and --ask-vault-pass reach ansible-playbook through the
 environment (ANSIBLE_VAULT_PASSWORD_FILE), never through argv.
 """

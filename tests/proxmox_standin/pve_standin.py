@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import copy
 import datetime
+import importlib.util
 import ipaddress
 import json
 import os
@@ -42,9 +43,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(_ROOT, "plugins", "module_utils"))
 
-import gpuhost_pve_schema as schema  # noqa: E402
+
+def _load_schema():
+    """The schema checker as collection code; run as a script, loaded by its path."""
+    try:
+        from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_pve_schema
+
+        return gpuhost_pve_schema
+    except ImportError:
+        path = os.path.join(_ROOT, "plugins", "module_utils", "gpuhost_pve_schema.py")
+        spec = importlib.util.spec_from_file_location("gpuhost_pve_schema", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+schema = _load_schema()
 
 ROOT_USER = "root@pam"
 _DISK = re.compile(r"(ide|sata|scsi|virtio|efidisk|tpmstate|unused)\d+")

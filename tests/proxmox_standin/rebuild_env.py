@@ -13,6 +13,7 @@ volume the stand-in keeps across destroy and create.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -22,10 +23,23 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
 
-from pve_standin import ALL_PRIVS, PveStandin, StandinServer  # noqa: E402
-from vm_containers import DockerVms, ensure_ssh_image  # noqa: E402
+
+def sibling(name):
+    """A module of tests/proxmox_standin, loaded once by its path (no sys.path edits)."""
+    key = f"proxmox_standin.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+_pve = sibling("pve_standin")
+_vms = sibling("vm_containers")
+ALL_PRIVS, PveStandin, StandinServer = _pve.ALL_PRIVS, _pve.PveStandin, _pve.StandinServer
+DockerVms, ensure_ssh_image = _vms.DockerVms, _vms.ensure_ssh_image
 
 HF_HOME = "/var/cache/gpuhost/huggingface"
 VMID = 201
@@ -109,7 +123,7 @@ class RebuildBed(contextlib.AbstractContextManager):
     def env(self):
         return dict(
             os.environ,
-            PROXMOX_TOKEN_SECRET=self.secret,
+            GPUHOST_PROXMOX_TOKEN_SECRET=self.secret,
             ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
             GPUHOST_RUNS_DIR=str(self.dir / "runs"),
             PYTHONWARNINGS="ignore",

@@ -10,27 +10,19 @@ plugins/module_utils/gpuhost_proxmox_vm.py (tests/test_proxmox_vm_spec.py).
 
 from __future__ import annotations
 
-import os
-import sys
-
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_plain
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox_vm as logic
 
 DOCUMENTATION = r"""
 ---
-action: gpuhost_proxmox_vm_plan
+action: gpuhost.gpu.proxmox_vm_plan
 short_description: Diff a Proxmox VM config against the proxmox_vm spec
 options:
   desired: {description: The config the spec stands for (gpuhost_proxmox_vm_config)., type: dict}
   current: {description: The VM's current config ({} when it does not exist yet)., type: dict}
   vmid: {description: The VM id, for the diff headers., type: int}
 """
-
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_plain  # noqa: E402
-import gpuhost_proxmox_vm as logic  # noqa: E402
 
 
 def _lines(config):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: gpuhost_proxmox_facts
+module: proxmox_facts
 short_description: Cluster VMs, one node and the PCI resource mappings from the Proxmox API
 description:
   - Reads C(/cluster/resources?type=vm), the C(/nodes) entry of I(node) and
