@@ -37,7 +37,7 @@ def _rebuild(bed):
 def test_rebuild_from_nothing_then_again_keeping_the_model_disk(tmp_path):
     from proxmox_standin.rebuild_env import RebuildBed
 
-    with RebuildBed(18612, 18623, tmp_path) as bed:
+    with RebuildBed(18612, 18623, tmp_path, prefix="gpuhost-rebuild-e2e") as bed:
         first = _rebuild(bed)
         assert first["status"] == "ok"
         stages = [s["stage"] for s in first["stage_times"]]

@@ -47,8 +47,8 @@ VM = "gpu-vm1"
 
 
 class RebuildBed(contextlib.AbstractContextManager):
-    def __init__(self, api_port, ssh_port, workdir=None):
-        self.api_port, self.ssh_port = api_port, ssh_port
+    def __init__(self, api_port, ssh_port, workdir=None, prefix="gpuhost-rebuild"):
+        self.api_port, self.ssh_port, self.prefix = api_port, ssh_port, prefix
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="gpuhost-rebuild-"))
         self.secret = None
         self._stack = contextlib.ExitStack()
@@ -65,6 +65,7 @@ class RebuildBed(contextlib.AbstractContextManager):
             {VMID: self.ssh_port},
             mounts={"scsi1": HF_HOME},
             files={"/usr/local/bin/hf-standin": str(ROOT / "tests/standin/hf_standin.py")},
+            prefix=self.prefix,
         )
         self.api = PveStandin(
             on_start=self.vms.on_start,
