@@ -39,7 +39,7 @@ def test_rebuild_from_nothing_then_again_keeping_the_model_disk(tmp_path):
 
     with RebuildBed(18612, 18623, tmp_path, prefix="gpuhost-rebuild-e2e") as bed:
         first = _rebuild(bed)
-        assert first["status"] == "ok"
+        assert first["status"] == "successful"
         stages = [s["stage"] for s in first["stage_times"]]
         assert {"destroy", "create + boot", "wait for SSH", "site: verify"} <= set(stages)
         disk = bed.model_disk()
@@ -50,7 +50,7 @@ def test_rebuild_from_nothing_then_again_keeping_the_model_disk(tmp_path):
         ).stdout
 
         second = _rebuild(bed)
-        assert second["status"] == "ok"
+        assert second["status"] == "successful"
         assert [s["stage"] for s in second["stage_times"]] == stages
         # a new VM (container), the same model disk, byte for byte, nothing re-downloaded
         new_id = subprocess.run(
