@@ -13,13 +13,14 @@ UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
 MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics
 
-.PHONY: help venv docker images lint unit collection molecule test demo demo-clean clean lock
+.PHONY: help venv docker images lint unit collection molecule rebuild-e2e test demo demo-clean clean lock
 
 help:
 	@echo "make demo   - provision a local sandbox container twice and print the report"
 	@echo "make test   - lint, unit tests and molecule scenarios (what CI runs)"
 	@echo "make lock   - re-resolve locks/*.in into hashed locks/*.txt (uv pip compile)"
 	@echo "make collection - build gpuhost.gpu, install the tarball, run a play from it"
+	@echo "make rebuild-e2e - gpuhost rebuild end to end against the Proxmox API stand-in"
 	@echo "make lint | unit | molecule | images | venv | clean"
 
 $(VENV)/.stamp: pyproject.toml
@@ -50,6 +51,11 @@ unit: venv
 collection: venv
 	@$(STAGE) collection scripts/collection-test.sh
 
+# gpuhost rebuild end to end: the Proxmox API stand-in, its VMs as systemd containers over SSH,
+# two rebuilds with site.yml and verify (tests/test_proxmox_rebuild.py).
+rebuild-e2e: venv images
+	@GPUHOST_REBUILD_E2E=1 $(STAGE) rebuild-e2e pytest -q -p no:cacheprovider tests/test_proxmox_rebuild.py
+
 molecule: venv images
 	@for s in $(MOLECULE_SCENARIOS); do \
 	  $(STAGE) "molecule-$$s" molecule test -s $$s || exit 1; \
@@ -58,7 +64,7 @@ molecule: venv images
 test:
 	@rm -f .cache/stage-times.tsv
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
-	@$(MAKE) --no-print-directory images lint unit collection molecule || { scripts/stage-summary.sh; exit 1; }
+	@$(MAKE) --no-print-directory images lint unit collection molecule rebuild-e2e || { scripts/stage-summary.sh; exit 1; }
 	@# The newcomer's path too: make demo must work on what make test just checked.
 	@$(STAGE) demo scripts/demo.sh || { scripts/stage-summary.sh; exit 1; }
 	@scripts/stage-summary.sh

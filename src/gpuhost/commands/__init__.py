@@ -27,6 +27,8 @@ REGISTRY = (
     "rollback",
     "doctor",
     "gpuhost.models",
+    "gpuhost.rebuild",
+    "gpuhost.vm",
 )
 
 

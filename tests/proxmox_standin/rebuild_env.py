@@ -1,0 +1,152 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""A rebuild test bed: the Proxmox API stand-in (TEST DOUBLE) whose VMs are real systemd
+containers (vm_containers.DockerVms), an SSH key, and an inventory of one GPU VM in groups
+proxmox_vms and gpu_hosts. Used by tests/test_proxmox_rebuild.py and bench/rebuild.py.
+
+The VM gets the project's test doubles the way a cloud image would carry them: the `hf`
+CLI stand-in (tests/standin/hf_standin.py) at /usr/local/bin/hf-standin, and the SGLang
+stand-in as the server (no GPU). Its model cache (HF_HOME) is the model disk: a docker
+volume the stand-in keeps across destroy and create.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def sibling(name):
+    """A module of tests/proxmox_standin, loaded once by its path (no sys.path edits)."""
+    key = f"proxmox_standin.{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+_pve = sibling("pve_standin")
+_vms = sibling("vm_containers")
+ALL_PRIVS, PveStandin, StandinServer = _pve.ALL_PRIVS, _pve.PveStandin, _pve.StandinServer
+DockerVms, ensure_ssh_image = _vms.DockerVms, _vms.ensure_ssh_image
+
+HF_HOME = "/var/cache/gpuhost/huggingface"
+VMID = 201
+VM = "gpu-vm1"
+
+
+class RebuildBed(contextlib.AbstractContextManager):
+    def __init__(self, api_port, ssh_port, workdir=None, prefix="gpuhost-rebuild"):
+        self.api_port, self.ssh_port, self.prefix = api_port, ssh_port, prefix
+        self.dir = Path(workdir or tempfile.mkdtemp(prefix="gpuhost-rebuild-"))
+        self.secret = None
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self):
+        ensure_ssh_image()
+        key = self.dir / "id_ed25519"
+        if not key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+            )
+        self.key = key
+        self.vms = DockerVms(
+            {VMID: self.ssh_port},
+            mounts={"scsi1": HF_HOME},
+            files={"/usr/local/bin/hf-standin": str(ROOT / "tests/standin/hf_standin.py")},
+            prefix=self.prefix,
+        )
+        self.api = PveStandin(
+            on_start=self.vms.on_start,
+            on_stop=self.vms.on_stop,
+            on_destroy=self.vms.on_destroy_volume,
+        )
+        self.secret = self.api.add_token("gpuhost@pve", "gpuhost", ALL_PRIVS)
+        self._stack.enter_context(StandinServer(self.api, self.api_port))
+        self._stack.callback(lambda: self.vms.cleanup(self.api.volume_names().values()))
+        self.inventory = self._write_inventory()
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+
+    def _write_inventory(self):
+        host = {
+            "ansible_host": "127.0.0.1",
+            "ansible_port": self.ssh_port,
+            "ansible_user": "debian",
+            "ansible_ssh_private_key_file": str(self.key),
+            "ansible_ssh_common_args": (
+                "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+            ),
+            "proxmox_vm_api_host": "127.0.0.1",
+            "proxmox_vm_api_port": self.api_port,
+            "proxmox_vm_api_user": "gpuhost@pve",
+            "proxmox_vm_api_token_id": "gpuhost",
+            "proxmox_vm_validate_certs": False,
+            "proxmox_vm_node": "pve1",
+            "proxmox_vm_vmid": VMID,
+            "proxmox_vm_template": "debian-12-cloud",
+            "proxmox_vm_cores": 2,
+            "proxmox_vm_memory_mib": 4096,
+            "proxmox_vm_ssh_keys": [(self.key.with_suffix(".pub")).read_text().strip()],
+            "proxmox_vm_gpus": ["gpu0", "gpu1"],
+            "proxmox_vm_model_disk": {"slot": "scsi1", "storage": "local-lvm", "size_gib": 10},
+            # the container has no GPU (as in make demo): no driver, no CUDA, no SGLang stack;
+            # the server is the SGLang stand-in, the hub the hf stand-in
+            "python_env_enabled": False,
+            "nvidia_driver_enabled": False,
+            "cuda_toolkit_enabled": False,
+            "proxmox_guest_read_dmesg": False,
+            "sglang_server_standin_script": str(ROOT / "tests/standin/sglang_standin.py"),
+            "model_cache_hf_cli": "/usr/local/bin/hf-standin",
+            "model_cache_expected_size_gib": 1,
+            "model_cache_free_margin_gib": 1,
+            "model_cache_poll_interval": 1,
+        }
+        inv = self.dir / "hosts.yml"
+        inv.write_text(
+            json.dumps({"proxmox_vms": {"hosts": {VM: host}}, "gpu_hosts": {"hosts": {VM: {}}}})
+        )
+        return inv
+
+    def env(self):
+        return dict(
+            os.environ,
+            GPUHOST_PROXMOX_TOKEN_SECRET=self.secret,
+            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+            GPUHOST_RUNS_DIR=str(self.dir / "runs"),
+            PYTHONWARNINGS="ignore",
+        )
+
+    def model_disk(self):
+        """{relative path: (size, mtime_ns, sha256)} of the files on the VM's model disk."""
+        script = (
+            "import hashlib,os,json,sys\n"
+            "out={}\n"
+            f"for r,_,fs in os.walk({HF_HOME!r}):\n"
+            "  for f in fs:\n"
+            "    p=os.path.join(r,f)\n"
+            "    if os.path.islink(p): continue\n"
+            "    st=os.stat(p); h=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
+            f"    out[os.path.relpath(p,{HF_HOME!r})]=[st.st_size,st.st_mtime_ns,h]\n"
+            "json.dump(out,sys.stdout)\n"
+        )
+        proc = subprocess.run(
+            ["docker", "exec", self.vms.container(VMID), "python3", "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return json.loads(proc.stdout)

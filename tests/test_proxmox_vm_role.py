@@ -1,0 +1,143 @@
+"""Role proxmox_vm against the Proxmox API stand-in (tests/proxmox_standin, a test double):
+the real ansible-playbook and the real community.proxmox modules create the VM, a second run
+changes nothing, check mode shows the diff and changes nothing, a bad spec stops before any
+request that changes something, and every request the role sent passed the schema check.
+
+The node SSH step (`qm set --args`) is skipped here: the spec needs no args (no clique, no
+MMIO window); tests/test_proxmox_vm_spec.py covers the refusal when args would be needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+from proxmox_standin.pve_standin import ALL_PRIVS, PveStandin, StandinServer  # noqa: E402
+
+PORT = 18610
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpuaG9zdHRlc3RrZXkAAAAAAAAAAAAAAAAAAAAAAAAA test"
+WRITES = ("POST", "PUT", "DELETE")
+
+
+def _inventory(tmp_path, **overrides):
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "proxmox_vm_api_host": "127.0.0.1",
+        "proxmox_vm_api_port": PORT,
+        "proxmox_vm_api_user": "gpuhost@pve",
+        "proxmox_vm_api_token_id": "gpuhost",
+        "proxmox_vm_validate_certs": False,
+        "proxmox_vm_node": "pve1",
+        "proxmox_vm_vmid": 201,
+        "proxmox_vm_template": "debian-12-cloud",
+        "proxmox_vm_cores": 4,
+        "proxmox_vm_memory_mib": 16384,
+        "proxmox_vm_ssh_keys": [KEY],
+        "proxmox_vm_gpus": ["gpu0", "gpu1"],
+        "proxmox_vm_model_disk": {"slot": "scsi1", "storage": "local-lvm", "size_gib": 200},
+    }
+    host.update(overrides)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"proxmox_vms": {"hosts": {"gpu-vm1": host}}}))
+    return inv
+
+
+def _play(inv, secret, *extra):
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        GPUHOST_PROXMOX_TOKEN_SECRET=secret,
+        ANSIBLE_FORCE_COLOR="0",
+        PYTHONWARNINGS="ignore",
+    )
+    cmd = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "playbooks/vm.yml",
+        "-i",
+        str(inv),
+    ]
+    proc = subprocess.run(
+        [*cmd, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    recap = re.search(
+        r"gpu-vm1\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", proc.stdout
+    )
+    assert recap, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, int(recap.group(2)), int(recap.group(3))
+
+
+@pytest.fixture()
+def standin():
+    api = PveStandin()
+    secret = api.add_token("gpuhost@pve", "gpuhost", ALL_PRIVS)
+    with StandinServer(api, PORT):
+        yield api, secret
+
+
+def test_create_then_nothing_changes_then_check_mode_diff(tmp_path, standin):
+    api, secret = standin
+    inv = _inventory(tmp_path)
+    proc, changed, failed = _play(inv, secret)
+    assert failed == 0 and changed >= 3, proc.stdout[-4000:]
+    vm = api.state["vms"]["201"]
+    cfg = vm["config"]
+    assert vm["status"] == "running"
+    assert cfg["hostpci0"] == "mapping=gpu0,pcie=1" and cfg["hostpci1"] == "mapping=gpu1,pcie=1"
+    assert cfg["memory"] == "16384" and cfg["cpu"] == "host,phys-bits=host"
+    assert (
+        cfg["efidisk0"].startswith("local-lvm:vm-201-disk-")
+        and "pre-enrolled-keys=0" in cfg["efidisk0"]
+    )
+    assert cfg["scsi1"].startswith("local-lvm:vm-201-disk-") and "size=200G" in cfg["scsi1"]
+    assert cfg["tags"] == "gpuhost" and cfg["ciuser"] == "debian"
+    assert "args" not in cfg
+
+    proc, changed, failed = _play(inv, secret)
+    assert (changed, failed) == (0, 0), proc.stdout[-4000:]
+
+    before = json.dumps(api.state, sort_keys=True)
+    writes = sum(e["method"] in WRITES for e in api.log)
+    proc, changed, failed = _play(
+        _inventory(tmp_path, proxmox_vm_memory_mib=32768), secret, "--check", "--diff"
+    )
+    assert failed == 0 and changed == 1, proc.stdout[-4000:]
+    assert "-memory: 16384" in proc.stdout and "+memory: 32768" in proc.stdout
+    assert json.dumps(api.state, sort_keys=True) == before
+    assert sum(e["method"] in WRITES for e in api.log) == writes
+
+    # every request the role made was valid for Proxmox's schema and allowed to the token
+    assert [e for e in api.log if e["status"] != 200] == []
+    assert secret not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (
+            {"proxmox_vm_gpus": ["gpu0", "gpu9"]},
+            "proxmox_vm_gpus[1]='gpu9': no such PCI resource mapping",
+        ),
+        ({"proxmox_vm_memory_mib": 131072}, "proxmox_vm_memory_mib=131072: more than node pve1"),
+        ({"proxmox_vm_vmid": 150}, "proxmox_vm_vmid=150: in use by VM 'db'"),
+        (
+            {"proxmox_vm_gpu_clique": True},
+            "proxmox_vm_node_ssh_host='': the spec needs the VM option `args`",
+        ),
+        ({"proxmox_vm_cpu": "host,phys-bits=99"}, "proxmox_vm_cpu='host,phys-bits=99'"),
+    ],
+)
+def test_bad_spec_stops_before_any_change(tmp_path, standin, overrides, words):
+    api, secret = standin
+    before = json.dumps(api.state, sort_keys=True)
+    proc, _changed, failed = _play(_inventory(tmp_path, **overrides), secret)
+    assert failed == 1
+    assert words in proc.stdout, proc.stdout[-3000:]
+    assert json.dumps(api.state, sort_keys=True) == before
+    assert not [e for e in api.log if e["method"] in WRITES]

@@ -1,0 +1,100 @@
+"""`gpuhost rebuild` / `gpuhost vm`: VM selection, the confirmation, stage times (the full
+rebuild against the Proxmox stand-in is tests/test_proxmox_rebuild.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from gpuhost.rebuild import select_vms, stage_times
+
+ROOT = Path(__file__).resolve().parents[1]
+GPUHOST = str(Path(sys.executable).parent / "gpuhost")
+
+
+def _inventory(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(
+        json.dumps(
+            {
+                "proxmox_vms": {"hosts": {"gpu-vm1": {}, "gpu-vm2": {}}},
+                "gpu_hosts": {"hosts": {"gpu-vm1": {}, "bare1": {}}},
+            }
+        )
+    )
+    return inv
+
+
+def test_select_vms_keeps_to_group_proxmox_vms(tmp_path):
+    inv = _inventory(tmp_path)
+    assert select_vms([inv], "all") == ["gpu-vm1", "gpu-vm2"]
+    assert select_vms([inv], "gpu-vm2") == ["gpu-vm2"]
+    assert select_vms([inv], "bare1") == []
+
+
+def _gpuhost(tmp_path, *args):
+    env = dict(os.environ, GPUHOST_RUNS_DIR=str(tmp_path / "runs"))
+    return subprocess.run(
+        [GPUHOST, "--project-dir", str(ROOT), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+def test_rebuild_without_yes_and_without_a_terminal_does_nothing(tmp_path):
+    proc = _gpuhost(tmp_path, "rebuild", "-i", str(_inventory(tmp_path)), "-l", "gpu-vm1")
+    assert proc.returncode == 2
+    assert "needs confirmation: pass --yes" in proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_rebuild_of_a_host_that_is_no_vm_is_refused(tmp_path):
+    proc = _gpuhost(tmp_path, "rebuild", "-i", str(_inventory(tmp_path)), "-l", "bare1", "--yes")
+    assert proc.returncode == 2
+    assert "no host of group proxmox_vms matches --limit bare1" in proc.stderr
+
+
+def test_vm_destroy_asks_too(tmp_path):
+    inv = str(_inventory(tmp_path))
+    proc = _gpuhost(tmp_path, "vm", "destroy", "-i", inv, "-l", "gpu-vm2")
+    assert proc.returncode == 2 and "needs confirmation" in proc.stderr
+
+
+def _event(counter, kind, when, task="", play=""):
+    return {
+        "counter": counter,
+        "event": kind,
+        "created": f"2026-12-01T10:00:{when:02d}.000000+00:00",
+        "event_data": {"task": task, "play": play},
+    }
+
+
+def test_stage_times_from_job_events(tmp_path):
+    events = tmp_path / "artifacts" / "gpuhost" / "job_events"
+    events.mkdir(parents=True)
+    stream = [
+        _event(1, "playbook_on_play_start", 0, play="Rebuild the GPU VMs on Proxmox"),
+        _event(2, "playbook_on_task_start", 1, task="Check the Proxmox node's passthrough setup"),
+        _event(3, "playbook_on_task_start", 3, task="Destroy the VM, keeping its model disk"),
+        _event(4, "playbook_on_task_start", 10, task="Create and boot the VM"),
+        _event(5, "playbook_on_task_start", 30, task="Wait for SSH on the new VM"),
+        _event(6, "playbook_on_play_start", 32, play="Preflight"),
+        _event(7, "playbook_on_play_start", 40, play="Verify the SGLang server"),
+        _event(8, "playbook_on_stats", 45),
+    ]
+    for event in stream:
+        (events / f"{event['counter']}.json").write_text(json.dumps(event))
+    assert stage_times(tmp_path / "artifacts") == [
+        {"stage": "host checks", "seconds": 2.0},
+        {"stage": "destroy", "seconds": 7.0},
+        {"stage": "create + boot", "seconds": 20.0},
+        {"stage": "wait for SSH", "seconds": 2.0},
+        {"stage": "site: preflight", "seconds": 8.0},
+        {"stage": "site: verify", "seconds": 5.0},
+    ]
