@@ -14,6 +14,10 @@ Env: HF_STANDIN_FILES (default 3), HF_STANDIN_FILE_MIB (default 4), HF_STANDIN_C
 (seconds per 1 MiB chunk, default 0.02), HF_STANDIN_FAIL_AFTER_MIB (exit 1 after writing that
 many MiB in this run: an interruption), HF_STANDIN_REQUIRE_TOKEN=1 (exit 1 without HF_TOKEN).
 It never prints the token.
+HF_STANDIN_RATE_MIB (MiB/s over the whole run, like a link of that speed; 0 = unlimited) and
+HF_STANDIN_LOG (a file: one JSON line per run with the MiB it wrote, to prove a resume fetches
+nothing twice). The token may also come from the file HF_TOKEN_PATH names, as the real
+client reads it.
 """
 
 import argparse
@@ -24,6 +28,36 @@ import sys
 import time
 
 MIB = 1 << 20
+
+
+def _token() -> str:
+    """HF_TOKEN, else the file HF_TOKEN_PATH names (huggingface_hub reads both)."""
+    if os.environ.get("HF_TOKEN"):
+        return os.environ["HF_TOKEN"]
+    path = os.environ.get("HF_TOKEN_PATH")
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _log(args, written: int, resumed: int, done: bool) -> None:
+    """HF_STANDIN_LOG: the last line of a run says what it wrote and what it resumed from."""
+    path = os.environ.get("HF_STANDIN_LOG")
+    if not path or (not done and written % (16 * MIB)):
+        return
+    line = {
+        "pid": os.getpid(),
+        "repo": args.repo_id,
+        "revision": args.revision,
+        "written_mib": written / MIB,
+        "resumed_from_mib": resumed / MIB,
+        "done": done,
+        "token_seen": bool(_token()),
+    }
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
 
 
 def main() -> int:
@@ -42,7 +76,7 @@ def main() -> int:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         print("error: HF_HUB_OFFLINE=1, cannot download", file=sys.stderr)
         return 1
-    if os.environ.get("HF_STANDIN_REQUIRE_TOKEN") == "1" and not os.environ.get("HF_TOKEN"):
+    if os.environ.get("HF_STANDIN_REQUIRE_TOKEN") == "1" and not _token():
         print("401 Client Error: a token is required for this repository", file=sys.stderr)
         return 1
     home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
@@ -61,7 +95,10 @@ def main() -> int:
         files[f"model-{index + 1:05d}-of-{count:05d}.safetensors"] = None
     print(f"Fetching {len(files)} files", flush=True)
 
+    rate = float(os.environ.get("HF_STANDIN_RATE_MIB", "0")) * MIB
+    started = time.monotonic()
     written = 0
+    resumed = 0
     for name, content in files.items():
         blob_id = hashlib.sha256(f"{commit}/{name}".encode()).hexdigest()
         blob = os.path.join(repo, "blobs", blob_id)
@@ -71,6 +108,7 @@ def main() -> int:
             total = len(content) if content is not None else size * MIB
             if have:
                 print(f"resuming {name} at {have // MIB} MiB", flush=True)
+                resumed += have
             with open(partial, "ab") as out:
                 while have < total:
                     chunk = (
@@ -81,6 +119,9 @@ def main() -> int:
                     have += len(chunk)
                     written += len(chunk)
                     time.sleep(delay)
+                    if rate:
+                        time.sleep(max(0.0, started + written / rate - time.monotonic()))
+                    _log(args, written, resumed, done=False)
                     if fail_after and written >= fail_after * MIB:
                         print(f"error: connection reset while fetching {name}", file=sys.stderr)
                         return 1
@@ -90,6 +131,7 @@ def main() -> int:
             os.symlink(os.path.relpath(blob, snapshot), link)
     with open(os.path.join(repo, "refs", args.revision), "w") as ref:
         ref.write(commit)
+    _log(args, written, resumed, done=True)
     print(snapshot, flush=True)
     return 0
 
