@@ -59,5 +59,6 @@ def run_and_record(
                 record.scrub_artifacts(run_dir)
         with signals.deferred():
             report = record.build_report(project, request, outcome, run_dir, argv)
+            timeline.attach(report, run_dir.path)
             record.write_report(run_dir, report)
     return report
