@@ -83,6 +83,7 @@ def test_stages_on_a_common_clock(tmp_path):
     assert list(stages) == [
         "preflight",
         "base",
+        "download start",
         "download",
         "driver",
         "reboot",

@@ -22,6 +22,7 @@ PLOT_NAME = "timeline.png"
 STAGES = (
     "preflight",
     "base",
+    "download start",
     "download",
     "driver",
     "reboot",
@@ -38,7 +39,7 @@ _ACTIVATION_TASKS = (
 )
 _WAIT_TASK = "Wait for the download, showing bytes, rate and ETA"
 # The chain that the download overlaps: everything installed between preflight and serve.
-INSTALL_CHAIN = ("base", "driver", "reboot", "CUDA", "Python env")
+INSTALL_CHAIN = ("base", "download start", "driver", "reboot", "CUDA", "Python env")
 
 
 def _stage_of(data: dict) -> str | None:
@@ -48,6 +49,8 @@ def _stage_of(data: dict) -> str | None:
     if play == "Preflight":
         return "preflight"
     if role == "model_cache":
+        if play == "Host base layer":
+            return "download start"  # model_cache_overlap: started before the driver
         return "download wait" if task == _WAIT_TASK else None
     if role == "base":
         return "base"
@@ -179,6 +182,7 @@ def plot(stage_list: list[dict], path: Path, title: str) -> Path:
             fontsize=8,
         )
     axis.set_yticks(range(len(stage_list)), [s["name"] for s in stage_list])
+    axis.set_xlim(left=0)
     axis.invert_yaxis()
     axis.set_xlabel("seconds since the run started")
     axis.set_title(title, fontsize=10)

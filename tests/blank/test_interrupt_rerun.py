@@ -81,7 +81,7 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         sandbox.exec_("systemctl", "kill", "--signal=SIGKILL", sandbox.UNIT, check=True)
         out, _ = proc.communicate(timeout=900)
         assert proc.returncode == 1
-        assert "the next run resumes it" in out
+        assert "it resumes on the next run" in out
 
         # 3. Re-run: resumes, finishes, serves.
         report = sandbox.provision(tmp_path, **download)
