@@ -33,7 +33,7 @@ def one(runs: Path, overlap: bool, download: dict) -> dict:
     sandbox.fresh()
     try:
         report = sandbox.provision(
-            runs, "-e", f"model_cache_overlap={str(overlap).lower()}", **download
+            runs, "-e", json.dumps({"model_cache_overlap": overlap}), **download
         )
     finally:
         sandbox.remove()

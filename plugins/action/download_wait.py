@@ -126,7 +126,7 @@ class ActionModule(ActionBase):
                 )
                 why = (
                     f"the download failed ({props.get('Result')}, status "
-                    f"{props.get('ExecMainStatus')}); the next run resumes it"
+                    f"{props.get('ExecMainStatus')}); it resumes on the next run"
                     if state == "failed"
                     else f"{unit} is gone (stopped from outside?); the next run starts it again"
                 )

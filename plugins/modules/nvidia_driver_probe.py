@@ -79,7 +79,7 @@ packages:
   type: list
 holders:
   description:
-    - What holds the GPUs now (sysfs): the driver each GPU is bound to, nouveau loaded, an
+    - What holds the GPUs now, read from sysfs - the driver each GPU is bound to, nouveau loaded, an
       nvidia module loaded (version, refcnt, modules using it). Decides modprobe vs reboot.
   returned: always
   type: dict
