@@ -6,7 +6,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible.module_utils.gpuhost_driver_activation import decide, gpu_holders, holding
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_activation import (
+    decide,
+    gpu_holders,
+    holding,
+)
 
 GPU = "0000:01:00.0"
 FREE = {"bound": {GPU: ""}, "nouveau_loaded": False, "nvidia_loaded": False}

@@ -10,8 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from gpuhost_fakes import ROOT  # also puts plugins/module_utils on sys.path
-from gpuhost_model_cache import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_model_cache import (
     GIB,
     MIB,
     disk_finding,
@@ -25,6 +24,7 @@ from gpuhost_model_cache import (
     unit_state,
     validate_download,
 )
+from gpuhost_fakes import ROOT
 
 
 def _finding(
@@ -228,7 +228,7 @@ def test_preflight_refuses_a_cache_filesystem_too_small_before_any_change():
         **os.environ,
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts"),
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts-model-cache"),
     }
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
     proc = subprocess.run(

@@ -4,7 +4,7 @@
 
 A ~480 GB model takes hours. Every `interval` seconds this reads the state of the transient
 systemd unit the download runs in (role model_cache, start.yml) and the size of the target
-directory (module gpuhost_path_size), and prints
+directory (module gpuhost.gpu.path_size), and prints
 "acme/m@main: 12.3 GiB of ~480 GiB (2 %), 110.0 MiB/s, ETA 1h12m, 8 file(s) in progress (2m00s)".
 It returns when the unit has ended: the bytes, and when the download started and finished
 (the unit's own timestamps, for the run's timeline); it fails with the unit's journal tail
@@ -14,24 +14,15 @@ run finds it and waits again).
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from datetime import UTC, datetime
 
 from ansible.plugins.action import ActionBase
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_model_cache as _mc  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_model_cache as _mc
 
 DOCUMENTATION = r"""
 ---
-action: gpuhost_download_wait
+action: gpuhost.gpu.download_wait
 short_description: Wait for the model download unit with bytes, rate and ETA
 options:
   unit: {type: str, required: true, description: "The transient unit (without .service)."}
@@ -82,7 +73,7 @@ class ActionModule(ActionBase):
             props = _mc.parse_show(show.get("stdout") or "")
             state = _mc.unit_state(props)
             size = self._execute_module(
-                module_name="gpuhost_path_size", module_args={"path": path}, task_vars=task_vars
+                module_name="gpuhost.gpu.path_size", module_args={"path": path}, task_vars=task_vars
             )
             now = time.monotonic()
             got = int(size.get("bytes") or 0)

@@ -2,28 +2,19 @@
 # Apache-2.0
 """Filters exposing role model_cache's decisions (plugins/module_utils/gpuhost_model_cache.py).
 
-space | model_cache_disk_finding(hf_home, model, size_gib, profile_gib, margin_gib) -> finding
-props_text | model_cache_unit_state                                              -> state
-state | model_cache_start_action(marker_exists)                                 -> action
-{...} | model_cache_systemd_run                                                 -> argv
-{...} | model_cache_download_errors                                             -> [errors]
+space | gpuhost.gpu.model_cache_disk_finding(hf_home, model, size_gib, profile_gib, margin)
+    -> a finding (check model_cache.disk)
+show_text | gpuhost.gpu.model_cache_unit_state             -> absent|running|succeeded|failed
+state | gpuhost.gpu.model_cache_start_action(marker_exists) -> start|restart|wait|finish|done
+{...} | gpuhost.gpu.model_cache_systemd_run                 -> the systemd-run argv
+{...} | gpuhost.gpu.model_cache_download_errors             -> [errors naming the variables]
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 from ansible.errors import AnsibleFilterError
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_model_cache as _mc  # noqa: E402
-from gpuhost_plain import plain  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_model_cache as _mc
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
 
 def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margin_gib):

@@ -2,27 +2,20 @@
 # Apache-2.0
 """Filters exposing the NVIDIA driver decisions (plugins/module_utils/gpuhost_nvidia_driver.py).
 
-probe | nvidia_driver_plan(gpuhost_gpu, branch, version, packages, force) -> plan dict
-probe | nvidia_driver_reboot_needed(installed_package_version)            -> bool
-version | nvidia_driver_upstream                                         -> "580.95.05"
-probe | nvidia_driver_activation(needed, policy, serving, container, local, load_failed)
+probe | gpuhost.gpu.nvidia_driver_plan(gpuhost_gpu, branch, version, packages, force) -> plan dict
+probe | gpuhost.gpu.nvidia_driver_reboot_needed(installed_package_version)            -> bool
+version | gpuhost.gpu.nvidia_driver_upstream                                         -> "580.95.05"
+probe | gpuhost.gpu.nvidia_driver_activation(needed, policy, serving, container, local, load_failed)
                                                                           -> {action, reason}
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Custom module_utils are not importable from controller plugins outside a collection: put
-# plugins/module_utils on sys.path (the gpuhost_ prefix keeps its module names unique).
-_UTILS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-if _UTILS not in sys.path:
-    sys.path.append(_UTILS)
-
-import gpuhost_driver_activation as _activation  # noqa: E402
-import gpuhost_nvidia_driver as _driver  # noqa: E402
-from gpuhost_plain import plain  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils import (
+    gpuhost_driver_activation as _activation,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as _driver
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
 
 def nvidia_driver_plan(probe, gpu_facts, branch, version, packages, force=False):

@@ -7,7 +7,7 @@ Two halves, both unit-tested (tests/test_driver_activation.py):
   now - nouveau bound or loaded, an nvidia module of another release loaded and in use.
 - decide() is the pure decision role nvidia_driver acts on.
 
-Imported by module nvidia_driver_probe (as ansible.module_utils.gpuhost_driver_activation)
+Imported by module gpuhost.gpu.nvidia_driver_probe (as collection code)
 and by the role's filter plugin.
 """
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuhost_driver_activation import gpu_holders
-from ansible.module_utils.gpuhost_nvidia_driver import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_activation import (
+    gpu_holders,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver import (
     SECURE_BOOT_EFIVAR,
     flavour_from_license,
     is_driver_family,
@@ -44,7 +46,7 @@ author: gpuhost
 
 EXAMPLES = r"""
 - name: Read the driver state
-  nvidia_driver_probe:
+  gpuhost.gpu.nvidia_driver_probe:
   register: _probe
 """
 
