@@ -141,3 +141,26 @@ def test_a_run_without_events_has_no_stages(tmp_path):
     report = {"command": "provision", "started_at": T0}
     timeline.attach(report, tmp_path)
     assert "stages" not in report and timeline.markdown(report, tmp_path) == []
+
+
+def test_the_cli_shows_the_download_progress_line():
+    import io
+
+    from rich.console import Console
+
+    from gpuhost.events import EventCollector
+    from gpuhost.progress import Progress
+
+    out = io.StringIO()
+    collector = EventCollector()
+    line = (
+        "[h1] acme/m@main: 1.0 GiB of ~4.0 GiB (25 %), 16.0 MiB/s, ETA 3m12s, "
+        "2 file(s) in progress (1m04s)"
+    )
+    with Progress(collector, Console(file=out, width=200), "gpuhost provision", "lines"):
+        start = {"host": "h1", "task": "Wait for the download", "play_uuid": "p"}
+        collector.handle({"event": "runner_on_start", "event_data": start})
+        collector.handle({"event": "verbose", "stdout": line, "event_data": {}})
+        collector.handle({"event": "verbose", "stdout": "ok: [h1] => something", "event_data": {}})
+    assert line in out.getvalue()
+    assert "something" not in out.getvalue()

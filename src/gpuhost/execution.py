@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from gpuhost import environment, listing, locking, record, rundir, signals
+from gpuhost import environment, listing, locking, record, rundir, signals, timeline
 from gpuhost.events import EventCollector
 from gpuhost.project import Project, ansible_bin_dir
 from gpuhost.runner import RunRequest, run_playbook
