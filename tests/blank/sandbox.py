@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "tests" / "blank"
-NAME = "gpuhost-blank-sandbox"
+NAME = os.environ.get("GPUHOST_BLANK_NAME") or "gpuhost-blank-sandbox"
 IMAGE = os.environ.get("GPUHOST_BLANK_IMAGE", "gpuhost/debian:12")
 STANDIN_LOG = "/var/cache/gpuhost/huggingface/hf-standin.log"
 UNIT = "gpuhost-model-download.service"

@@ -5,10 +5,10 @@ nothing fetched twice; the second converge changes nothing.
   1. provision; Ctrl-C while the background download is under way -> the CLI exits 130,
      the download unit keeps running (it belongs to the host's systemd, not the controller);
   2. provision again -> it finds the running unit and follows it (no second download
-     process); the unit is killed mid-way (a crash, a host reboot) -> the run fails saying the
-     next run resumes it;
-  3. provision again -> the unit restarts and the stand-in resumes its *.incomplete files:
-     every MiB is written exactly once over all processes, the server is verified;
+     process); the unit is killed mid-way (a crash, a host reboot) -> this run's serve stage
+     restarts it, or, when it was already waiting, fails saying the next run resumes it and
+  3. provision again does; either way the stand-in resumes its *.incomplete files: every
+     MiB is written exactly once over all processes, the server is verified;
   4. provision again -> changed=0.
 
 Minutes long, so opt-in: GPUHOST_E2E=1 .venv/bin/pytest -q -p no:cacheprovider tests/blank
@@ -17,6 +17,7 @@ Minutes long, so opt-in: GPUHOST_E2E=1 .venv/bin/pytest -q -p no:cacheprovider t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,8 +58,8 @@ def test_interrupt_and_rerun_download_once(tmp_path):
             sandbox.provision_cmd(tmp_path), env=sandbox.env(**download),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        _wait_for(lambda: sandbox.downloaded_mib() > 16, 900, "the download to start")
-        assert sandbox.interrupt(proc) == 130
+        _wait_for(lambda: sandbox.downloaded_mib() > 16, 1800, "the download to start")
+        assert sandbox.interrupt(proc, timeout=300) == 130
         assert _unit_state() == "active", "the download must outlive the controller's Ctrl-C"
         first_pid = {line["pid"] for line in sandbox.standin_log()}
         assert len(first_pid) == 1
@@ -71,20 +72,22 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         mode = sandbox.exec_("stat", "-c", "%a %U", "/etc/gpuhost/hf-token").strip()
         assert mode == "600 gpuhost"
 
-        # 2. Re-run: follows the running unit; then the unit dies mid-way.
+        # 2. Re-run: it follows the running unit (no second process); the unit then dies
+        # mid-way (a crash, a host reboot). If this run is still installing, its serve stage
+        # restarts the unit; if it is already waiting, it fails saying the next run resumes.
         proc = subprocess.Popen(
             [*sandbox.provision_cmd(tmp_path), "--json"], env=sandbox.env(**download),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
-        _wait_for(lambda: sandbox.downloaded_mib() > total * 0.6, 900, "60% downloaded")
+        _wait_for(lambda: sandbox.downloaded_mib() > total * 0.6, 1800, "60% downloaded")
         assert {line["pid"] for line in sandbox.standin_log()} == first_pid, "a second download"
         sandbox.exec_("systemctl", "kill", "--signal=SIGKILL", sandbox.UNIT, check=True)
-        out, _ = proc.communicate(timeout=900)
-        assert proc.returncode == 1
-        assert "it resumes on the next run" in out
-
-        # 3. Re-run: resumes, finishes, serves.
-        report = sandbox.provision(tmp_path, **download)
+        out, _ = proc.communicate(timeout=2400)
+        report = json.loads(out)
+        if report["status"] != "successful":
+            assert "it resumes on the next run" in out, report.get("failed_tasks")
+            # 3. Re-run: resumes, finishes, serves.
+            report = sandbox.provision(tmp_path, **download)
         assert report["status"] == "successful", report.get("failed_tasks")
         log = sandbox.standin_log()
         pids = list(dict.fromkeys(line["pid"] for line in log))
