@@ -94,7 +94,7 @@ def provision(runs_dir: Path, *extra: str, **download) -> dict:
 
 
 def standin_log() -> list[dict]:
-    """What the hf stand-in wrote, one line per 16 MiB and one at the end of each process."""
+    """What the hf stand-in wrote, one line per MiB and one at the end of each process."""
     return [json.loads(line) for line in exec_("cat", STANDIN_LOG).splitlines() if line.strip()]
 
 

@@ -96,8 +96,9 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         assert last[pids[1]]["done"] and last[pids[1]]["resumed_from_mib"] > 0
         # Every MiB once: what the first process wrote plus what the second wrote is the model
         # (config.json is a few bytes).
+        # A process killed mid-way logged its last whole MiB: it under-reports by < 1 MiB.
         written = sum(x["written_mib"] for x in last.values())
-        assert abs(written - total) < 1, (written, total)
+        assert total - 1.01 <= written <= total + 0.01, (written, total)
         assert all(x["token_seen"] for x in log), "the token reaches the downloader by file"
         assert not sandbox.exists("/etc/gpuhost/hf-token"), "the token outlived the download"
         stages = [s["name"] for s in report["stages"]]
