@@ -1,119 +1,142 @@
 # Copyright: gpuhost contributors
 # Apache-2.0
-"""Action plugin: follow an async download job, printing how many bytes have arrived.
+"""Action plugin: follow the model download unit, printing bytes, rate and ETA.
 
-A ~450 GB model takes hours; `async_status` in an `until:` loop would print nothing but
-retries. This polls the job (the same call ansible.builtin.async_status makes) and the size of
-the target directory (module gpuhost.gpu.path_size) every `interval` seconds and prints
-"12.3 GiB of ~480 GiB (2 %), 110 MiB/s". It returns the job's result when it ends and fails
-with the tail of its output when the job fails or runs past `timeout`.
+A ~480 GB model takes hours. Every `interval` seconds this reads the state of the transient
+systemd unit the download runs in (role model_cache, start.yml) and the size of the target
+directory (module gpuhost.gpu.path_size), and prints
+"acme/m@main: 12.3 GiB of ~480 GiB (2 %), 110.0 MiB/s, ETA 1h12m, 8 file(s) in progress (2m00s)".
+It returns when the unit has ended: the bytes, and when the download started and finished
+(the unit's own timestamps, for the run's timeline); it fails with the unit's journal tail
+when the download failed, and when it runs past `timeout` (the unit keeps going: the next
+run finds it and waits again).
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_model_cache as _mc
 
 DOCUMENTATION = r"""
 ---
 action: gpuhost.gpu.download_wait
-short_description: Wait for an async download job with byte-count progress
+short_description: Wait for the model download unit with bytes, rate and ETA
 options:
-  jid: {type: str, required: true, description: "ansible_job_id of the async task."}
+  unit: {type: str, required: true, description: "The transient unit (without .service)."}
   path: {type: str, required: true, description: "Directory whose size shows progress."}
-  expected_bytes: {type: int, default: 0, description: "For a percentage; 0 when unknown."}
+  expected_bytes: {type: int, default: 0, description: "For a percentage and ETA; 0 = unknown."}
   timeout: {type: int, default: 172800}
   interval: {type: int, default: 30}
   label: {type: str}
 """
 
-_GIB = 1 << 30
-
-
-def _human(n):
-    for unit, size in (("GiB", _GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+_PROPS = (
+    "LoadState,ActiveState,SubState,Result,ExecMainStatus,"
+    "ExecMainStartTimestamp,ExecMainExitTimestamp"
+)
+# Rate over the last few polls: steadier than one interval, quicker than the whole run.
+_WINDOW = 6
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = False
 
+    def _command(self, argv, task_vars):
+        return self._execute_module(
+            module_name="ansible.legacy.command",
+            module_args={"argv": argv},
+            task_vars=task_vars,
+        )
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        jid = str(args["jid"])
+        unit = str(args["unit"]) + ".service"
         path = str(args["path"])
         expected = int(args.get("expected_bytes") or 0)
         timeout = int(args.get("timeout") or 172800)
         interval = max(1, int(args.get("interval") or 30))
         label = args.get("label") or path
         host = (task_vars or {}).get("inventory_hostname", "?")
-        async_dir = self._remote_expand_user(
-            self.get_shell_option("async_dir", default="~/.ansible_async")
-        )
 
         start = time.monotonic()
-        first = last_bytes = None
-        last_time = start
+        samples = []
+        first = None
         while True:
-            job = self._execute_module(
-                module_name="ansible.legacy.async_status",
-                module_args={"jid": jid, "mode": "status", "_async_dir": async_dir},
-                task_vars=task_vars,
+            show = self._command(
+                ["systemctl", "show", unit, "--timestamp=utc", "-p", _PROPS], task_vars
             )
+            props = _mc.parse_show(show.get("stdout") or "")
+            state = _mc.unit_state(props)
             size = self._execute_module(
                 module_name="gpuhost.gpu.path_size", module_args={"path": path}, task_vars=task_vars
             )
             now = time.monotonic()
             got = int(size.get("bytes") or 0)
             first = got if first is None else first
-            rate = (
-                (got - last_bytes) / (now - last_time)
-                if last_bytes is not None and now > last_time
-                else 0
+            samples = [*samples[-(_WINDOW - 1) :], (now, got)]
+            (t0, b0), (t1, b1) = samples[0], samples[-1]
+            rate = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+            line = _mc.progress_line(
+                label=label,
+                got=got,
+                expected=expected,
+                rate=rate,
+                elapsed=now - start,
+                incomplete=int(size.get("incomplete") or 0),
             )
-            share = f" of ~{_human(expected)} ({100 * got / expected:.0f} %)" if expected else ""
-            speed = f", {_human(int(rate))}/s" if rate > 0 else ""
-            self._display.display(
-                f"[{host}] {label}: {_human(got)}{share}{speed}, "
-                f"{size.get('incomplete', 0)} file(s) in progress ({now - start:.0f} s)"
-            )
-            last_bytes, last_time = got, now
-            if job.get("finished"):
-                tail = "\n".join((job.get("stderr") or "").splitlines()[-15:])
-                if job.get("failed") or job.get("rc", 0) != 0:
-                    result.update(
-                        failed=True,
-                        changed=False,
-                        rc=job.get("rc"),
-                        bytes=got,
-                        msg=f"{label}: the download failed (rc {job.get('rc')}); it resumes "
-                        f"on the next run. Last output:\n{tail}",
-                    )
-                    return result
+            self._display.display(f"[{host}] {line}")
+            timing = {
+                "unit": unit,
+                "started_at": _mc.parse_timestamp(props.get("ExecMainStartTimestamp", "")),
+                "finished_at": _mc.parse_timestamp(props.get("ExecMainExitTimestamp", "")),
+                "bytes": got,
+                "bytes_this_run": got - first,
+                "waited_s": round(now - start, 1),
+            }
+            if state == "succeeded":
+                timing["finished_at"] = timing["finished_at"] or datetime.now(UTC).isoformat(
+                    timespec="seconds"
+                )
                 result.update(
                     changed=True,
                     bytes=got,
-                    downloaded_bytes=got - first,
-                    elapsed_s=round(now - start, 1),
-                    stdout=(job.get("stdout") or "")[-2000:],
-                    msg=f"{label}: done, {_human(got)} in the cache",
+                    started_at=timing["started_at"],
+                    finished_at=timing["finished_at"],
+                    timing=timing,
+                    msg=f"{label}: done, {_mc.human(got)} in the cache",
                 )
                 return result
-            if job.get("failed") and not job.get("started", True):
-                result.update(failed=True, changed=False, msg=f"{label}: {job.get('msg')}")
+            if state in ("failed", "absent"):
+                journal = self._command(
+                    ["journalctl", "-u", unit, "-n", "15", "--no-pager", "-o", "cat"], task_vars
+                )
+                why = (
+                    f"the download failed ({props.get('Result')}, status "
+                    f"{props.get('ExecMainStatus')}); it resumes on the next run"
+                    if state == "failed"
+                    else f"{unit} is gone (stopped from outside?); the next run starts it again"
+                )
+                result.update(
+                    failed=True,
+                    changed=False,
+                    bytes=got,
+                    timing=timing,
+                    msg=f"{label}: {why}. Last output:\n{journal.get('stdout') or ''}",
+                )
                 return result
             if now - start + interval > timeout:
                 result.update(
                     failed=True,
                     changed=False,
                     bytes=got,
-                    msg=f"{label}: still running after {timeout} s ({_human(got)} so far); "
-                    "the next run resumes it",
+                    timing=timing,
+                    msg=f"{label}: still running after {timeout} s ({_mc.human(got)} so far); "
+                    f"{unit} keeps going and the next run waits for it",
                 )
                 return result
             time.sleep(interval)

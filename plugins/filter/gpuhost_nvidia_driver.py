@@ -5,10 +5,15 @@
 probe | gpuhost.gpu.nvidia_driver_plan(gpuhost_gpu, branch, version, packages, force) -> plan dict
 probe | gpuhost.gpu.nvidia_driver_reboot_needed(installed_package_version)            -> bool
 version | gpuhost.gpu.nvidia_driver_upstream                                         -> "580.95.05"
+probe | gpuhost.gpu.nvidia_driver_activation(needed, policy, serving, container, local, load_failed)
+                                                                          -> {action, reason}
 """
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils import (
+    gpuhost_driver_activation as _activation,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as _driver
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
@@ -27,10 +32,25 @@ def nvidia_driver_upstream(version):
     return _driver.upstream_version(str(version or ""))
 
 
+def nvidia_driver_activation(probe, needed, policy, serving, container, local, load_failed=""):
+    probe = plain(probe)
+    return _activation.decide(
+        needed=bool(needed),
+        policy=str(policy),
+        serving=[str(u) for u in plain(serving or [])],
+        container=bool(container),
+        local=bool(local),
+        holders=probe.get("holders") or {},
+        module_available=probe.get("installed_module_flavour", "unknown") != "unknown",
+        load_failed=str(load_failed or ""),
+    )
+
+
 class FilterModule:
     def filters(self):
         return {
             "nvidia_driver_plan": nvidia_driver_plan,
             "nvidia_driver_reboot_needed": nvidia_driver_reboot_needed,
             "nvidia_driver_upstream": nvidia_driver_upstream,
+            "nvidia_driver_activation": nvidia_driver_activation,
         }

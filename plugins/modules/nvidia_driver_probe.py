@@ -6,6 +6,9 @@ from __future__ import annotations
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_activation import (
+    gpu_holders,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver import (
     SECURE_BOOT_EFIVAR,
     flavour_from_license,
@@ -76,6 +79,12 @@ packages:
   description: Installed driver-family packages (name, version, held, state).
   returned: always
   type: list
+holders:
+  description:
+    - What holds the GPUs now, read from sysfs - the driver each GPU is bound to, nouveau loaded, an
+      nvidia module loaded (version, refcnt, modules using it). Decides modprobe vs reboot.
+  returned: always
+  type: dict
 dpkg:
   description: Whether the dpkg database could be read.
   returned: always
@@ -122,6 +131,7 @@ def main():
         driver=loaded_driver(root),
         installed_module_flavour=flavour_from_license(license_text),
         gpus=[f for f in functions if is_gpu(f)],
+        holders=gpu_holders(root, [f["bus_id"] for f in functions if is_gpu(f)]),
         gpu_present=any(is_gpu(f) for f in functions),
         nvswitch_present=nvswitch_present(root, functions),
         secure_boot=secure_boot_state(root, module.params["secure_boot_efivar"], mokutil),

@@ -12,7 +12,8 @@ short_description: Size of the files under a directory
 description:
   - Sums the apparent size of the regular files under I(path) without following links (the
     Hugging Face cache links snapshots to blobs), and counts unfinished C(*.incomplete) files.
-    A missing path is 0 bytes. Read-only.
+    A missing path is 0 bytes. Read-only. Also reports the free space of the filesystem
+    the path is (or will be) on, measured on its nearest existing ancestor.
 options:
   path: {description: Directory to measure., type: path, required: true}
 author: gpuhost
@@ -22,6 +23,14 @@ RETURN = r"""
 bytes: {description: Total size of regular files., type: int, returned: always}
 files: {description: Number of regular files., type: int, returned: always}
 incomplete: {description: Files still being written (*.incomplete)., type: int, returned: always}
+free_bytes:
+  description: Bytes available to unprivileged users on the path's filesystem.
+  type: int
+  returned: always
+probe_path:
+  description: The nearest existing ancestor the free space was measured on.
+  type: str
+  returned: always
 """
 
 import os  # noqa: E402 - after the doc blocks
@@ -45,7 +54,22 @@ def main():
                 total += info.st_size
                 files += 1
                 incomplete += name.endswith(".incomplete")
-    module.exit_json(changed=False, bytes=total, files=files, incomplete=incomplete)
+    probe = module.params["path"]
+    while not os.path.exists(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    try:
+        st = os.statvfs(probe)
+        free = st.f_bavail * st.f_frsize
+    except OSError as exc:
+        module.fail_json(msg=f"statvfs {probe}: {exc.strerror or exc}")
+    module.exit_json(
+        changed=False,
+        bytes=total,
+        files=files,
+        incomplete=incomplete,
+        free_bytes=free,
+        probe_path=probe,
+    )
 
 
 if __name__ == "__main__":

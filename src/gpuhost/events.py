@@ -68,8 +68,12 @@ class EventCollector:
         try:
             with self.lock:
                 self._apply(event)
+            data = event.get("event_data") or {}
+            if event.get("event") == "verbose":
+                # Lines an action plugin prints while it waits (the download's progress).
+                data = {**data, "stdout": event.get("stdout") or ""}
             for listener in self.listeners:
-                listener(event.get("event", ""), event.get("event_data") or {})
+                listener(event.get("event", ""), data)
         except Exception as exc:
             self.handler_errors.append(f"{type(exc).__name__}: {exc}")
         return True

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from gpuhost import environment, listing, locking, record, rundir, signals
+from gpuhost import environment, listing, locking, record, rundir, signals, timeline
 from gpuhost.events import EventCollector
 from gpuhost.project import Project, ansible_bin_dir
 from gpuhost.runner import RunRequest, run_playbook
@@ -59,5 +59,6 @@ def run_and_record(
                 record.scrub_artifacts(run_dir)
         with signals.deferred():
             report = record.build_report(project, request, outcome, run_dir, argv)
+            timeline.attach(report, run_dir.path)
             record.write_report(run_dir, report)
     return report

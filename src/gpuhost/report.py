@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from gpuhost import bench, gpu_profile
+from gpuhost import bench, gpu_profile, timeline
 from gpuhost.bench import markdown_table
 from gpuhost.redaction import REDACTED, is_secret_name
 from gpuhost.runfacts import Run
@@ -401,6 +401,7 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         gpu_series = {h: (series.get(h) or [], run.bench_lines.get(h) or []) for h in run.hosts}
         if gpu_profile.plot(gpu_series, run.path / gpu_profile.PLOT_NAME):
             lines += ["", f"![GPU samples under the throughput]({gpu_profile.PLOT_NAME})"]
+    lines += timeline.markdown(report, run.path)
     return redact("\n".join(lines) + "\n")
 
 

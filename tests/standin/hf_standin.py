@@ -14,6 +14,10 @@ Env: HF_STANDIN_FILES (default 3), HF_STANDIN_FILE_MIB (default 4), HF_STANDIN_C
 (seconds per 1 MiB chunk, default 0.02), HF_STANDIN_FAIL_AFTER_MIB (exit 1 after writing that
 many MiB in this run: an interruption), HF_STANDIN_REQUIRE_TOKEN=1 (exit 1 without HF_TOKEN).
 It never prints the token.
+HF_STANDIN_RATE_MIB (MiB/s over the whole run, like a link of that speed; 0 = unlimited) and
+HF_STANDIN_LOG (a file: one JSON line per run with the MiB it wrote, to prove a resume fetches
+nothing twice). The token may also come from the file HF_TOKEN_PATH names, as the real
+client reads it.
 
     hf_standin.py serve [--port N]      (STAND-IN for the hub's HTTP API, not the hub)
 
@@ -37,6 +41,41 @@ import time
 import urllib.parse
 
 MIB = 1 << 20
+
+
+def _token() -> str:
+    """HF_TOKEN, else the file HF_TOKEN_PATH names (huggingface_hub reads both)."""
+    if os.environ.get("HF_TOKEN"):
+        return os.environ["HF_TOKEN"]
+    path = os.environ.get("HF_TOKEN_PATH")
+    try:
+        with open(path or "", encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+_LOGGED = [-1]  # the last MiB step logged
+
+
+def _log(args, written: int, resumed: int, done: bool) -> None:
+    """HF_STANDIN_LOG: a line each MiB and at the end: what this process wrote, and what it
+    resumed from (a process killed mid-way under-reports by less than 1 MiB)."""
+    path = os.environ.get("HF_STANDIN_LOG")
+    if not path or (not done and written // MIB == _LOGGED[0]):
+        return
+    _LOGGED[0] = written // MIB
+    line = {
+        "pid": os.getpid(),
+        "repo": args.repo_id,
+        "revision": args.revision,
+        "written_mib": written / MIB,
+        "resumed_from_mib": resumed / MIB,
+        "done": done,
+        "token_seen": bool(_token()),
+    }
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
 
 
 def main() -> int:
@@ -63,7 +102,7 @@ def main() -> int:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         print("error: HF_HUB_OFFLINE=1, cannot download", file=sys.stderr)
         return 1
-    if os.environ.get("HF_STANDIN_REQUIRE_TOKEN") == "1" and not os.environ.get("HF_TOKEN"):
+    if os.environ.get("HF_STANDIN_REQUIRE_TOKEN") == "1" and not _token():
         print("401 Client Error: a token is required for this repository", file=sys.stderr)
         return 1
     home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
@@ -82,7 +121,10 @@ def main() -> int:
         files[f"model-{index + 1:05d}-of-{count:05d}.safetensors"] = None
     print(f"Fetching {len(files)} files", flush=True)
 
+    rate = float(os.environ.get("HF_STANDIN_RATE_MIB", "0")) * MIB
+    started = time.monotonic()
     written = 0
+    resumed = 0
     for name, content in files.items():
         blob_id = hashlib.sha256(f"{commit}/{name}".encode()).hexdigest()
         blob = os.path.join(repo, "blobs", blob_id)
@@ -92,6 +134,7 @@ def main() -> int:
             total = len(content) if content is not None else size * MIB
             if have:
                 print(f"resuming {name} at {have // MIB} MiB", flush=True)
+                resumed += have
             with open(partial, "ab") as out:
                 while have < total:
                     chunk = (
@@ -102,6 +145,9 @@ def main() -> int:
                     have += len(chunk)
                     written += len(chunk)
                     time.sleep(delay)
+                    if rate:
+                        time.sleep(max(0.0, started + written / rate - time.monotonic()))
+                    _log(args, written, resumed, done=False)
                     if fail_after and written >= fail_after * MIB:
                         print(f"error: connection reset while fetching {name}", file=sys.stderr)
                         return 1
@@ -111,6 +157,7 @@ def main() -> int:
             os.symlink(os.path.relpath(blob, snapshot), link)
     with open(os.path.join(repo, "refs", args.revision), "w") as ref:
         ref.write(commit)
+    _log(args, written, resumed, done=True)
     print(snapshot, flush=True)
     return 0
 

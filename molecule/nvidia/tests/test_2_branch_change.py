@@ -31,5 +31,10 @@ def test_reboot_reported_not_performed(host, to_580):
     assert message["msg"].startswith(f"REBOOT REQUIRED on {name}: NVIDIA driver 580.105.08")
     findings = task_results(out, "Record the finding")[name]["ansible_facts"]["gpuhost_findings"]
     assert [f["status"] for f in findings if f["check"] == "nvidia_driver.driver"] == ["warn"]
-    # Not performed: the container (PID 1) was not restarted.
+    # Not performed: the container (PID 1) was not restarted, and the run record says why.
     assert before[name] == after[name]
+    activation = task_results(out, "Record what happened to the new driver")[name]
+    activation = activation["ansible_facts"]["gpuhost_driver_activation"]
+    assert activation["outcome"] == "reboot needed"
+    assert activation["reason"].startswith("this is a container")
+    assert "this is a container" in message["msg"]

@@ -277,8 +277,9 @@ def test_model_cache_resumes_an_interrupted_download(host):
     repo = "/var/cache/gpuhost/huggingface/hub/models--acme--tiny"
     wrapper = (
         "#!/bin/sh\n# test: interrupt the first download after 5 MiB\n"
-        "[ -e /tmp/hf-interrupted ] || "
-        "{ touch /tmp/hf-interrupted; export HF_STANDIN_FAIL_AFTER_MIB=5; }\n"
+        "# (the marker lives in HF_HOME: the download unit's /tmp is private to each start)\n"
+        '[ -e "$HF_HOME/.hf-interrupted" ] || '
+        '{ touch "$HF_HOME/.hf-interrupted"; export HF_STANDIN_FAIL_AFTER_MIB=5; }\n'
         'exec /usr/local/bin/hf-standin "$@"\n'
     )
     flaky = "/usr/local/bin/hf-flaky"

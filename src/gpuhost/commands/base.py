@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from gpuhost import execution, findings, record, summary
+from gpuhost import execution, findings, record, summary, timeline
 from gpuhost.events import EventCollector
 from gpuhost.progress import Progress
 from gpuhost.project import Project, parse_extra_vars, resolve_inventories, resolve_playbook
@@ -107,6 +107,7 @@ def emit(ctx: Context, report: dict, *, json_output: bool, show_findings: bool) 
     if json_output:
         return print_json(report)
     summary.print_summary(ctx.out, report, show_changes=True)
+    timeline.print_summary(ctx.out, report)
     if show_findings and report["findings"]:
         ctx.out.print(Text("Findings:", style="bold"))
         findings.print_findings(ctx.out, report["findings"])

@@ -1,0 +1,110 @@
+"""TEST HARNESS for tests/blank/ (inventory and group_vars beside this file): a fresh systemd
+container that stands in for a blank GPU VM, reached with the docker connection, with the hf
+CLI stand-in (tests/standin/hf_standin.py, a test double) installed as /usr/local/bin/hf-standin.
+
+Used by bench/blank_to_serving.py and tests/blank/test_interrupt_rerun.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "tests" / "blank"
+NAME = os.environ.get("GPUHOST_BLANK_NAME") or "gpuhost-blank-sandbox"
+IMAGE = os.environ.get("GPUHOST_BLANK_IMAGE", "gpuhost/debian:12")
+STANDIN_LOG = "/var/cache/gpuhost/huggingface/hf-standin.log"
+UNIT = "gpuhost-model-download.service"
+
+
+def sh(*argv: str, check: bool = True) -> str:
+    return subprocess.run(argv, check=check, capture_output=True, text=True).stdout
+
+
+def exec_(*argv: str, check: bool = False) -> str:
+    return sh("docker", "exec", NAME, *argv, check=check)
+
+
+def fresh() -> None:
+    """A new blank container: systemd as PID 1, nothing of gpuhost on it."""
+    sh("docker", "rm", "-f", NAME, check=False)
+    sh(
+        "docker", "run", "-d", "--name", NAME, "--hostname", NAME,
+        "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
+        "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+        "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
+        IMAGE, "/lib/systemd/systemd",
+    )  # fmt: skip
+    for _ in range(60):
+        state = exec_("systemctl", "is-system-running", "--wait").strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(1)
+    sh(
+        "docker",
+        "cp",
+        str(ROOT / "tests/standin/hf_standin.py"),
+        f"{NAME}:/usr/local/bin/hf-standin",
+    )
+    exec_("chmod", "0755", "/usr/local/bin/hf-standin", check=True)
+
+
+def exists(path: str) -> bool:
+    return subprocess.run(["docker", "exec", NAME, "test", "-e", path], check=False).returncode == 0
+
+
+def remove() -> None:
+    sh("docker", "rm", "-f", NAME, check=False)
+
+
+def provision_cmd(runs_dir: Path, *extra: str) -> list[str]:
+    gpuhost = ROOT / ".venv" / "bin" / "gpuhost"
+    return [str(gpuhost), "--runs-dir", str(runs_dir), "provision", "-i", str(INVENTORY), *extra]
+
+
+def env(**download) -> dict:
+    """The stand-in hub's size and rate, read by tests/blank/group_vars/gpu_hosts.yml."""
+    out = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
+    }
+    out.update({f"BLANK_{k.upper()}": str(v) for k, v in download.items()})
+    return out
+
+
+def provision(runs_dir: Path, *extra: str, **download) -> dict:
+    """One `gpuhost provision` run; its report.json."""
+    proc = subprocess.run(
+        provision_cmd(runs_dir, *extra, "--json"),
+        env=env(**download), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise RuntimeError(
+            f"gpuhost provision gave no report (rc {proc.returncode}):\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        ) from None
+
+
+def standin_log() -> list[dict]:
+    """What the hf stand-in wrote, one line per MiB and one at the end of each process."""
+    return [json.loads(line) for line in exec_("cat", STANDIN_LOG).splitlines() if line.strip()]
+
+
+def downloaded_mib() -> float:
+    """MiB under the model's repo dir in the cache now."""
+    out = exec_("du", "-s", "--apparent-size", "-B1", "/var/cache/gpuhost/huggingface/hub")
+    return int(out.split()[0]) / (1 << 20) if out.strip() else 0.0
+
+
+def interrupt(proc: subprocess.Popen, timeout: float = 120) -> int:
+    """Ctrl-C to the CLI, as a person would; its exit code."""
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(timeout=timeout)
