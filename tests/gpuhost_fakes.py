@@ -16,7 +16,7 @@ Fixture layout (tests/fixtures/gpu-hosts/<name>/, each with a SOURCE.md):
   mokutil.txt             `mokutil --sb-state`
   modinfo-license.txt     `modinfo -F license nvidia`
   sysfs-pci.txt           one line per NVIDIA function, the shape printed by the capture
-                          loop in ../shared/fixtures/gpu-hosts/*/host-extra.txt
+                          loop in tests/fixtures/gpu-hosts/*/host-extra.txt
   files/...               other files at their absolute paths (files/proc/meminfo, ...)
   dirs.txt                extra directories that exist: "<path> <entry> <entry>..."
 """

@@ -2,7 +2,7 @@
 report.py, runfacts.py, results.py; plugins/module_utils/gpuhost_bench_serving.py).
 
 Fixtures: tests/fixtures/bench_serving/ (see its README.md): one file constructed from the
-documented fields (REFERENCE §3), one real output of sglang.bench_serving run against the
+documented fields (docs/reference.md §3), one real output of sglang.bench_serving run against the
 SGLang stand-in (a test double).
 """
 

@@ -46,7 +46,7 @@ def test_version_order():
 
 
 def test_tp_is_an_abbreviation_of_tp_size(cat):
-    # REFERENCE.md §2: `--tp` is argparse prefix-matching `--tp-size`.
+    # docs/reference.md §2: `--tp` is argparse prefix-matching `--tp-size`.
     r = cat.resolve("--tp")
     assert (r.option, r.how) == ("--tp-size", "prefix")
     # 0.5.10.post1 declares --tensor-parallel-size first, 0.5.23 --tp-size: one flag either way.

@@ -56,7 +56,7 @@ def reason(decision, variable):
 
 
 # ---------------------------------------------------------------------------------------
-# 8x RTX PRO 6000 Blackwell, Proxmox VM, P2P NS (the reference host, REFERENCE section 1)
+# 8x RTX PRO 6000 Blackwell, Proxmox VM, P2P NS (the reference host, docs/reference.md section 1)
 
 
 @pytest.fixture

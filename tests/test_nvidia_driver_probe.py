@@ -1,7 +1,7 @@
 """Unit tests for the NVIDIA driver probe helpers (plugins/module_utils/gpuhost_nvidia_driver.py).
 
 The /proc and sysfs strings are copied from real hosts: the 2x H200 capture in
-../shared/fixtures/gpu-hosts/h200x2-nvlink-firecracker and a proprietary-driver host.
+tests/fixtures/gpu-hosts/h200x2-nvlink-firecracker and a proprietary-driver host.
 """
 
 from pathlib import Path

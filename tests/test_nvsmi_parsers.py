@@ -122,7 +122,7 @@ def test_rtx_pro_6000_vm_p2p_ns_and_one_degraded_link():
     degraded = [g["index"] for g in fact["gpus"] if g["pcie"]["degraded"]]
     assert degraded == [5]
     assert fact["gpus"][5]["pcie"]["degraded_reason"] == "width x8 of x16"
-    # Idle at Gen1 of Gen5 is not degradation (REFERENCE §5).
+    # Idle at Gen1 of Gen5 is not degradation (docs/reference.md §5).
     assert fact["gpus"][0]["pcie"]["gen_current"] == 1
     assert fact["gpus"][0]["pcie"]["degraded"] is False
     assert fact["p2p"]["status"] == "none"

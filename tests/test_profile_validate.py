@@ -140,7 +140,7 @@ def test_reference_profile_renders_the_corrected_command():
     assert (
         profile.exec_start(argv) == f"{ENTRY[0]} {LAUNCHER} -m sglang.launch_server {EXPECTED_ARGS}"
     )
-    # Corrected per REFERENCE §2: no abbreviation, no inert flag, bf16 KV.
+    # Corrected per docs/reference.md §2: no abbreviation, no inert flag, bf16 KV.
     for dropped in (
         "--tp ",
         "--nsa-",
@@ -161,7 +161,7 @@ def test_reference_profile_against_the_real_catalogues(path):
 
 
 def test_real_catalogues_carry_the_rules_this_module_relies_on():
-    """The REFERENCE §2 facts, read from the pinned wheels' catalogues."""
+    """The docs/reference.md §2 facts, read from the pinned wheels' catalogues."""
     versions = {
         json.loads(p.read_text())["sglang_version"]: json.loads(p.read_text())
         for p in REAL_CATALOGUES

@@ -1,4 +1,4 @@
-"""Proxmox guest passthrough findings (REFERENCE §5) from facts and dmesg text."""
+"""Proxmox guest passthrough findings (docs/reference.md §5) from facts and dmesg text."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ STANDIN = (
     "gpuhost TEST DOUBLE: carries NVIDIA's package name and version, contains no NVIDIA software"
 )
 
-# nvcc banners: the 13.0 one is the real banner recorded on the H200 host
-# (../shared/fixtures/gpu-hosts/h200x2-nvlink-firecracker/host.txt); 12.8 follows its format.
+# nvcc banners: the 13.0 one is the real banner recorded on the 2x H200 host (see
+# tests/fixtures/gpu-hosts/h200x2-nvlink-firecracker/SOURCE.md); 12.8 follows its format.
 NVCC_BANNERS = {
     "12.8": ("Fri_Feb_21_20:23:50_PST_2025", "V12.8.93", "cuda_12.8.r12.8/compiler.35583870_0"),
     "13.0": ("Wed_Aug_20_01:58:59_PM_PDT_2025", "V13.0.88", "cuda_13.0.r13.0/compiler.36424714_0"),

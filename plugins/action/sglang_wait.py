@@ -3,7 +3,7 @@
 """Action plugin: wait for the SGLang server to come up, printing progress as it goes.
 
 A GLM-5 start takes 7-8 minutes and a first start with FlashInfer JIT longer
-(../shared/REFERENCE.md §3), so a silent `until:` loop would look hung. This runs the
+(docs/reference.md §3), so a silent `until:` loop would look hung. This runs the
 `gpuhost.gpu.sglang_probe` module on the host every `interval` seconds and prints a line
 whenever the phase changes (and at least every minute): unit state, port, /health, /v1/models,
 then the correctness query. It fails fast when the server process exits or the unit fails,

@@ -2,7 +2,7 @@
 # Apache-2.0
 """Build the `python -m sglang.bench_serving` command and clean its JSON line (role verify).
 
-bench_serving (sglang 0.5.x, REFERENCE §3) appends one JSON object per run to
+bench_serving (sglang 0.5.x, docs/reference.md §3) appends one JSON object per run to
 --output-file. That object embeds the server's /server_info, and SGLang's /server_info holds
 `api_key`: every line is scrubbed here before it leaves the host. `request_rate` is
 Infinity for an unpaced run, which strict JSON readers refuse: non-finite numbers become

@@ -1,7 +1,7 @@
 # Host facts besides the GPUs (`gpuhost_host`, schema in docs/facts.md), and Probe, the door
 # to the machine that gpu_facts also hands to gpuhost_pci_gpus and gpuhost_nvsmi.
 #
-# Sources (../shared/REFERENCE.md §5 for what a guest can see):
+# Sources (docs/reference.md §5 for what a guest can see):
 #   systemd-detect-virt --vm / --container   (rc 1 and "none" when there is none)
 #   /sys/class/dmi/id/{product_name,sys_vendor,bios_vendor}  Q35 shows as
 #       "Standard PC (Q35 + ICH9, 2009)"; OVMF as bios_vendor "EDK II"
@@ -107,7 +107,7 @@ def dmi_q35(product_name):
 
 
 def firmware_kind(efi_present, bios_vendor, dmi_readable):
-    """ovmf | uefi | seabios | bios | unknown (REFERENCE §5: Proxmox `bios: ovmf`)."""
+    """ovmf | uefi | seabios | bios | unknown (docs/reference.md §5: Proxmox `bios: ovmf`)."""
     vendor = (bios_vendor or "").lower()
     if efi_present:
         return "ovmf" if "edk ii" in vendor or "ovmf" in vendor else "uefi"

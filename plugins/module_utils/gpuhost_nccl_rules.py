@@ -15,10 +15,8 @@ SRC_ENV = (
 SRC_PATHS = (
     "NVIDIA/nccl src/graph/paths.cc ncclTopoCheckP2p (default p2pLevel PATH_PXB; NVML P2P status)"
 )
-SRC_REF4 = "gpuhost REFERENCE.md section 4 (NCCL), measured on 2x H200 NVLink"
-SRC_SEED = (
-    "gpuhost REFERENCE.md sections 1 and 4 (seed recipe; 8x PRO 6000 bare metal 22 -> 38 GB/s)"
-)
+SRC_REF4 = "docs/reference.md section 4 (NCCL), measured on 2x H200 NVLink"
+SRC_SEED = "docs/reference.md sections 1 and 4 (seed recipe; 8x PRO 6000 bare metal 22 -> 38 GB/s)"
 SRC_FACTS = "gpuhost preflight facts (docs/facts.md)"
 SRC_CTAS = (
     "NCCL docs, nccl4py NCCLConfig min_ctas/max_ctas (up to 32, defaults 1/32); NVIDIA/nccl "
@@ -26,7 +24,7 @@ SRC_CTAS = (
 )
 SRC_PAIR = "gpuhost tests/fixtures/nccl/h200x2-autotune*.json (2x H200 NV18, NCCL 2.28.9, runs A+B)"
 
-# Channel/CTA floor for the shared-memory path: the seed's value (REFERENCE sections 1 and 4).
+# Channel/CTA floor for the shared-memory path: the seed's value (docs/reference.md §1, §4).
 MIN_CTAS = 8
 # NCCL's documented ceiling for min_ctas/max_ctas (default max): "positive integer up to 32".
 MAX_CTAS = 32

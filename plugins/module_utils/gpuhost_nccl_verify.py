@@ -20,7 +20,7 @@ _ENV_SET = re.compile(r"(NCCL_[A-Z0-9_]+) set by environment to (\S+?)\.?$")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 
 LARGE_FROM_BYTES = 64 << 20  # busbw is judged at its plateau: 64 MiB .. 1 GiB
-SMALL_UP_TO_BYTES = 256 << 10  # inference all-reduces: 32-256 KiB (REFERENCE section 4)
+SMALL_UP_TO_BYTES = 256 << 10  # inference all-reduces: 32-256 KiB (docs/reference.md section 4)
 _EXPECTED_TRANSPORT = {"nvlink": "P2P", "pcie_p2p": "P2P", "pcie_no_p2p": "SHM"}
 
 
@@ -103,7 +103,7 @@ def diagnose(klass, parsed, decision, peak=None, threshold=None):
         causes.append(
             f"P2P is switched off by {var}={env_set[var]} (from {_origin(var, decision)})"
             + (
-                "; on NVLink that costs >10x (REFERENCE section 4): remove it"
+                "; on NVLink that costs >10x (docs/reference.md section 4): remove it"
                 if klass == "nvlink"
                 else ""
             )
@@ -123,7 +123,8 @@ def diagnose(klass, parsed, decision, peak=None, threshold=None):
             "the topology promised P2P but NCCL did not use it on every pair: the driver "
             "refused P2P at run time ("
             + ("; ".join(parsed["p2p_disabled"]) or "no 'P2P is disabled' line")
-            + "); inside a VM, P2P needs the hypervisor's clique/ACS setup (REFERENCE section 5)"
+            + "); inside a VM, P2P needs the hypervisor's clique/ACS setup"
+            + " (docs/reference.md section 5)"
         )
     if transport == expected and not causes:
         if klass == "nvlink":
@@ -226,12 +227,12 @@ def evaluate(run, decision, thresholds, large_from=LARGE_FROM_BYTES):
         if incomplete:
             diagnosis = (
                 f"the sweep did not complete: {why}. A granted-but-broken P2P path hangs rather "
-                f"than erroring (REFERENCE section 5, NVIDIA/nccl#2335). {base}"
+                f"than erroring (docs/reference.md section 5, NVIDIA/nccl#2335). {base}"
             )
         elif wrong:
             diagnosis = (
                 f"all-reduce returned wrong sums at {wrong}: a P2P path the driver grants "
-                "does not deliver writes (REFERENCE section 5). Do not serve on this host: "
+                "does not deliver writes (docs/reference.md section 5). Do not serve on this host: "
                 f"fix the passthrough/P2P setup or force P2P off. {base}"
             )
         else:

@@ -1,7 +1,7 @@
 # Parsers for nvidia-smi output and the NVIDIA driver's /proc files, and the collector that
 # builds the `gpuhost_gpu` fact (schema: docs/facts.md).
 #
-# Formats relied on (../shared/REFERENCE.md §5; NVIDIA nvidia-smi(1) and the XML DTD
+# Formats relied on (docs/reference.md §5; NVIDIA nvidia-smi(1) and the XML DTD
 # nvsmi_device_v12/v13.dtd that ships with the driver):
 #   nvidia-smi -q -x            XML, <nvidia_smi_log><gpu id=...>...</gpu></nvidia_smi_log>
 #   nvidia-smi topo -m / -p2p   parsed by gpuhost_nvsmi_topo (the topology and p2p parts)
@@ -154,7 +154,7 @@ def pcie_degradation(link):
     """Judge a link: width below max, or a link gen capped below what the GPU can do.
 
     gen_current below gen_max is not judged: idle GPUs drop to Gen1 to save power and
-    return to full speed under load (REFERENCE §5), so it is not a fault at preflight time.
+    return to full speed under load (docs/reference.md §5), so it is not a fault at preflight time.
     """
     reasons = []
     width_cur, width_max = link.get("width_current"), link.get("width_max")
@@ -201,7 +201,7 @@ def parse_proc_driver_version(text):
 
 
 def module_from_license(license_text):
-    """`modinfo -F license nvidia`: the open module is 'Dual MIT/GPL' (REFERENCE §5)."""
+    """`modinfo -F license nvidia`: the open module is 'Dual MIT/GPL' (docs/reference.md §5)."""
     value = (license_text or "").strip()
     if value == "Dual MIT/GPL":
         return "open"

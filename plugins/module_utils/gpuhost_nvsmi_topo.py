@@ -2,7 +2,7 @@
 # parts of the `gpuhost_gpu` fact (schema: docs/facts.md). gpuhost_nvsmi.collect_gpu runs the
 # commands and puts the results in the fact; everything here is pure (text in, data out).
 #
-# Formats relied on (../shared/REFERENCE.md §5; NVIDIA nvidia-smi(1)):
+# Formats relied on (docs/reference.md §5; NVIDIA nvidia-smi(1)):
 #   nvidia-smi topo -m          tab-separated matrix, legend X SYS NODE PHB PXB PIX NV#
 #   nvidia-smi topo -p2p r|w    tab-separated matrix, legend X OK CNS GNS TNS NS U
 
@@ -15,7 +15,7 @@ import re
 UNKNOWN = "unknown"
 NA = "n/a"
 
-# NCCL's path ranking, best first (NVIDIA/nccl src/graph/paths.cc; REFERENCE §4). NV# is
+# NCCL's path ranking, best first (NVIDIA/nccl src/graph/paths.cc; docs/reference.md §4). NV# is
 # ranked as one class: any NVLink bond beats any PCIe path.
 PATH_RANK = {"X": -1, "NV": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 P2P_CODES = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")

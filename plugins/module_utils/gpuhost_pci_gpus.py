@@ -1,7 +1,7 @@
 # The PCI view of NVIDIA GPUs (`gpuhost_gpu.pci_devices`, schema in docs/facts.md): what a
 # host shows with no NVIDIA driver loaded, so preflight counts GPUs on a fresh VM too.
 #
-# Sources (../shared/REFERENCE.md §5):
+# Sources (docs/reference.md §5):
 #   /sys/bus/pci/devices/*/{vendor,device,class,numa_node,*_link_*}, lspci -D -nn -d 10de:
 # Everything touches the machine only through a probe (gpuhost_hostfacts.Probe), so tests
 # substitute recorded files.

@@ -1,4 +1,4 @@
-# Proxmox passthrough checks as seen from inside the guest (../shared/REFERENCE.md §5;
+# Proxmox passthrough checks as seen from inside the guest (docs/reference.md §5;
 # pve-docs qm-pci-passthrough.adoc). Pure: gpuhost_gpu + gpuhost_host facts (docs/facts.md)
 # and the text of dmesg in, findings out. Unit-tested in tests/test_proxmox_findings.py; run
 # by the proxmox_guest role through the gpuhost_proxmox_findings filter.
@@ -15,7 +15,7 @@ PREFIX = "proxmox_guest."
 # recovery action required). Others warn. The role passes its own list.
 DEFAULT_XID_FAIL = (48, 79, 154)
 
-# dmesg patterns (REFERENCE §5). BAR lines come from the PCI core ("pci 0000:01:00.0: BAR 1:
+# dmesg patterns (docs/reference.md §5). BAR lines come from the PCI core ("pci 0000:01:00.0: BAR 1:
 # no space for [mem size 0x...]" / "failed to assign"); the NVRM lines from the driver.
 _BAR_FAIL = re.compile(r"BAR \d+: (no space for|failed to assign)")
 _NVRM_REGION = re.compile(r"NVRM: This PCI I/O region assigned to your NVIDIA device is invalid")

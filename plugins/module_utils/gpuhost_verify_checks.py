@@ -142,7 +142,7 @@ def check_correctness(client, model, questions, max_tokens, template_kwargs):
         "fail",
         f"{len(wrong)} of {len(answers)} wrong: " + "; ".join(parts),
         "a server that answers wrong is broken even when healthy: check the kv-cache dtype, "
-        "quantization and attention backend of the profile (REFERENCE §2)",
+        "quantization and attention backend of the profile (docs/reference.md §2)",
     ), answers
 
 

@@ -1,7 +1,7 @@
 """sglang.bench_serving results: parse the JSON lines, compare with a baseline, tabulate, plot.
 
 A JSON line is what `python -m sglang.bench_serving --output-file` appends per run (sglang
-0.5.x, ../shared/REFERENCE.md §3): `max_concurrency`, `random_input_len`,
+0.5.x, docs/reference.md §3): `max_concurrency`, `random_input_len`,
 `random_output_len`, `output_throughput`, `total_throughput`, `median_ttft_ms`,
 `median_itl_ms`, `mean_e2e_latency_ms`, ... A baseline is a profile's `expected_baseline`:
 points of {concurrency, input_len, output_len, output_tok_s}.

@@ -3,7 +3,7 @@
 
 SGLang needs GPUs and model weights, which the test containers and the sandbox do not have.
 This stdlib-only HTTP server speaks the part of SGLang's HTTP contract that gpuhost relies
-on (../shared/REFERENCE.md §3, sglang 0.5.x `srt/entrypoints/http_server.py`):
+on (docs/reference.md §3, sglang 0.5.x `srt/entrypoints/http_server.py`):
 
 - the port stays closed while "loading" (weights, KV cache, CUDA graphs), then opens;
 - `/health` and `/health_generate` answer 503 while warming up or draining, else 200;

@@ -17,7 +17,7 @@ CACHES = [
     "/var/cache/gpuhost/triton",
     "/var/cache/gpuhost/tvm-ffi",
 ]
-# The default lane's promise (REFERENCE.md §2); the side effect moves only tabulate.
+# The default lane's promise (docs/reference.md §2); the side effect moves only tabulate.
 STACK = {
     "sglang": "0.5.10.post1",
     "sglang-kernel": "0.4.1",

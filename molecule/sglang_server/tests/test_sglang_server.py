@@ -113,7 +113,7 @@ def test_known_good_copy_matches_the_live_config(host):
 
 def test_health_gate_contract(host):
     assert healthy(host)
-    # /v1/* needs the key; /health does not (REFERENCE §3).
+    # /v1/* needs the key; /health does not (docs/reference.md §3).
     assert (
         host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models").stdout
         == "401"

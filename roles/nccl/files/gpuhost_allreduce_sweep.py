@@ -5,7 +5,7 @@ Shipped by the gpuhost `nccl` role and run with a Python that has torch (the pyt
 or any torch on the host). For each candidate environment it starts one process per GPU
 (torch.distributed, NCCL backend), all-reduces a bf16 buffer from min_bytes to max_bytes in
 powers of two, CHECKS every reduced value (a broken P2P path gives wrong sums or hangs:
-REFERENCE section 5), times the operation with CUDA events and prints one JSON document on
+docs/reference.md section 5), times the operation with CUDA events and prints one JSON document on
 stdout. NCCL's INFO log is captured so the caller can name the transport NCCL chose. It only
 measures; pass/fail is decided by the role (plugins/module_utils/gpuhost_nccl_verify.py).
 
