@@ -13,8 +13,8 @@ description:
   - Reads nvidia-smi, the kernel log, the server unit's state and journal, the rendered unit
     and env files and the cache disk, and returns one finding (pass, warn or fail, with a
     fix) per check. The checks are pure functions in module_utils gpuhost_doctor.
-  - Read-only; runs the same in check mode. The server's env file holds the API key: it is
-    compared on the host and only variable names are returned.
+  - Read-only; runs the same in check mode. The server's env file holds the API key, so it
+    is compared on the host and only variable names are returned.
   - Without nvidia-smi the GPU checks are skipped and one finding says so.
 options:
   nvidia_smi: {description: nvidia-smi to run., type: str, default: nvidia-smi}
