@@ -19,9 +19,15 @@ DOCUMENTATION = r"""
 action: gpuhost.gpu.proxmox_vm_plan
 short_description: Diff a Proxmox VM config against the proxmox_vm spec
 options:
-  desired: {description: The config the spec stands for (gpuhost_proxmox_vm_config)., type: dict}
-  current: {description: The VM's current config ({} when it does not exist yet)., type: dict}
-  vmid: {description: The VM id, for the diff headers., type: int}
+  desired:
+    description: The config the spec stands for (gpuhost_proxmox_vm_config).
+    type: dict
+  current:
+    description: "The VM's current config ({} when it does not exist yet)."
+    type: dict
+  vmid:
+    description: The VM id, for the diff headers.
+    type: int
 """
 
 
