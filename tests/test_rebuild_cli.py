@@ -11,6 +11,8 @@ from pathlib import Path
 
 from gpuhost.rebuild import select_vms, stage_times
 
+STAGE_CHECK = "Check the Proxmox node's passthrough setup (read-only, as root on the node)"
+
 ROOT = Path(__file__).resolve().parents[1]
 GPUHOST = str(Path(sys.executable).parent / "gpuhost")
 
@@ -80,7 +82,7 @@ def test_stage_times_from_job_events(tmp_path):
     events.mkdir(parents=True)
     stream = [
         _event(1, "playbook_on_play_start", 0, play="Rebuild the GPU VMs on Proxmox"),
-        _event(2, "playbook_on_task_start", 1, task="Check the Proxmox node's passthrough setup"),
+        _event(2, "playbook_on_task_start", 1, task=STAGE_CHECK),
         _event(3, "playbook_on_task_start", 3, task="Destroy the VM, keeping its model disk"),
         _event(4, "playbook_on_task_start", 10, task="Create and boot the VM"),
         _event(5, "playbook_on_task_start", 30, task="Wait for SSH on the new VM"),

@@ -35,7 +35,7 @@ VM_GROUP = "proxmox_vms"
 
 # Stages of playbooks/rebuild.yml, by the task or play that starts each (in order).
 _STAGE_STARTS = [
-    ("host checks", "Check the Proxmox node's passthrough setup"),
+    ("host checks", "Check the Proxmox node's passthrough setup (read-only, as root on the node)"),
     ("drain", "Drain this worker from the routers"),
     ("destroy", "Destroy the VM, keeping its model disk"),
     ("create + boot", "Create and boot the VM"),
