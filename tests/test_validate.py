@@ -334,6 +334,7 @@ STAGE_TAG = {
     "metrics.yml": "metrics",
     "host.yml": "driver",
     "preflight.yml": "preflight",
+    "rebuild.yml": "rebuild",
     "rollback.yml": "rollback",
     "router.yml": "router",
     "runtime.yml": "nccl",
@@ -341,6 +342,8 @@ STAGE_TAG = {
     "site.yml": "cuda",
     "update.yml": "update",
     "verify.yml": "verify",
+    "vm.yml": "vm",
+    "vm_destroy.yml": "vm",
 }
 
 
