@@ -24,8 +24,10 @@ import re
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (
+    NA_VALUES,
     parse_proc_driver_version,
     parse_query_xml,
+    xml_text,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox import scan_dmesg
 
@@ -118,8 +120,6 @@ JOURNAL_FIX = {
     "server, and if it repeats, the GPU",
 }
 
-_NA = {"N/A", "", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error"}
-
 
 def finding(check, status, message, fix=""):
     return {"check": PREFIX + check, "status": status, "message": message, "fix": fix}
@@ -127,16 +127,6 @@ def finding(check, status, message, fix=""):
 
 # --------------------------------------------------------------------------------------
 # parsers
-
-
-def _text(node, path):
-    if node is None:
-        return None
-    child = node.find(path)
-    if child is None or child.text is None:
-        return None
-    value = child.text.strip()
-    return None if value in _NA else value
 
 
 def _number(value):
@@ -197,19 +187,19 @@ def parse_health_xml(text):
             }
         retired = {}
         for cause in ("multiple_single_bit_retirement", "double_bit_retirement"):
-            retired[cause] = _int(_text(gpu, f"retired_pages/{cause}/retired_count"))
-        retired["pending"] = _yes(_text(gpu, "retired_pages/pending_blacklist")) or _yes(
-            _text(gpu, "retired_pages/pending_retirement")
+            retired[cause] = _int(xml_text(gpu, f"retired_pages/{cause}/retired_count"))
+        retired["pending"] = _yes(xml_text(gpu, "retired_pages/pending_blacklist")) or _yes(
+            xml_text(gpu, "retired_pages/pending_retirement")
         )
         remap = gpu.find("remapped_rows")
         processes = []
         for proc in gpu.findall("processes/process_info"):
             processes.append(
                 {
-                    "pid": _int(_text(proc, "pid")),
-                    "name": _text(proc, "process_name") or "?",
-                    "type": _text(proc, "type") or "",
-                    "used_mib": _int(_text(proc, "used_memory")),
+                    "pid": _int(xml_text(proc, "pid")),
+                    "name": xml_text(proc, "process_name") or "?",
+                    "type": xml_text(proc, "type") or "",
+                    "used_mib": _int(xml_text(proc, "used_memory")),
                 }
             )
         gpus.append(
@@ -220,29 +210,29 @@ def parse_health_xml(text):
                 "persistence_mode": common["persistence_mode"],
                 "ecc_mode": common["ecc"],
                 "pcie": common["pcie"],
-                "pcie_tx_kbs": _number(_text(gpu, "pci/tx_util")),
-                "pcie_rx_kbs": _number(_text(gpu, "pci/rx_util")),
-                "util_gpu": _number(_text(gpu, "utilization/gpu_util")),
-                "util_mem": _number(_text(gpu, "utilization/memory_util")),
+                "pcie_tx_kbs": _number(xml_text(gpu, "pci/tx_util")),
+                "pcie_rx_kbs": _number(xml_text(gpu, "pci/rx_util")),
+                "util_gpu": _number(xml_text(gpu, "utilization/gpu_util")),
+                "util_mem": _number(xml_text(gpu, "utilization/memory_util")),
                 "events": events,
                 "event_counters_us": counters,
                 "power_draw_w": _number(
-                    _text(power, "average_power_draw") or _text(power, "power_draw")
+                    xml_text(power, "average_power_draw") or xml_text(power, "power_draw")
                 ),
                 "power_limit_w": _number(
-                    _text(power, "current_power_limit") or _text(power, "power_limit")
+                    xml_text(power, "current_power_limit") or xml_text(power, "power_limit")
                 ),
-                "power_default_w": _number(_text(power, "default_power_limit")),
-                "power_max_w": _number(_text(power, "max_power_limit")),
+                "power_default_w": _number(xml_text(power, "default_power_limit")),
+                "power_max_w": _number(xml_text(power, "max_power_limit")),
                 "ecc": ecc,
                 "retired": retired,
                 "remapped": None
                 if remap is None
                 else {
-                    "corr": _int(_text(remap, "remapped_row_corr")),
-                    "unc": _int(_text(remap, "remapped_row_unc")),
-                    "pending": _yes(_text(remap, "remapped_row_pending")),
-                    "failure": _yes(_text(remap, "remapped_row_failure")),
+                    "corr": _int(xml_text(remap, "remapped_row_corr")),
+                    "unc": _int(xml_text(remap, "remapped_row_unc")),
+                    "pending": _yes(xml_text(remap, "remapped_row_pending")),
+                    "failure": _yes(xml_text(remap, "remapped_row_failure")),
                 },
                 "processes": processes,
             }
@@ -254,7 +244,7 @@ def decode_event_reasons(mask):
     """NVML clocks event bit mask ('0x0000000000000004' or an int) -> reason names."""
     if isinstance(mask, str):
         text = mask.strip()
-        if text in _NA:
+        if text in NA_VALUES:
             return None
         try:
             mask = int(text, 16) if text.lower().startswith("0x") else int(text)

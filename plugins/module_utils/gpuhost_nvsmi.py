@@ -27,14 +27,14 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi_topo imp
     summarize_topology,
 )
 
-_NA_VALUES = {"N/A", "", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error"}
+NA_VALUES = {"N/A", "", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error"}
 
 
 # --------------------------------------------------------------------------------------
 # small helpers
 
 
-def _text(node, path):
+def xml_text(node, path):
     """Text of a child element, stripped; None when absent or not applicable."""
     if node is None:
         return None
@@ -42,7 +42,7 @@ def _text(node, path):
     if child is None or child.text is None:
         return None
     value = child.text.strip()
-    return None if value in _NA_VALUES else value
+    return None if value in NA_VALUES else value
 
 
 def _leading_int(value):
@@ -83,8 +83,8 @@ def parse_query_xml(text):
     root = ET.fromstring(text)
     unknown = {}
     result = {
-        "driver_version": _text(root, "driver_version") or UNKNOWN,
-        "cuda_version": _text(root, "cuda_version") or UNKNOWN,
+        "driver_version": xml_text(root, "driver_version") or UNKNOWN,
+        "cuda_version": xml_text(root, "cuda_version") or UNKNOWN,
         "gpus": [],
         "unknown": unknown,
     }
@@ -103,24 +103,24 @@ def parse_query_xml(text):
 
         entry = {
             "index": position,
-            "name": _text(gpu, "product_name") or UNKNOWN,
-            "architecture": _text(gpu, "product_architecture") or UNKNOWN,
-            "uuid": _text(gpu, "uuid") or UNKNOWN,
-            "pci_bus_id": _text(pci, "pci_bus_id") or gpu.get("id") or UNKNOWN,
+            "name": xml_text(gpu, "product_name") or UNKNOWN,
+            "architecture": xml_text(gpu, "product_architecture") or UNKNOWN,
+            "uuid": xml_text(gpu, "uuid") or UNKNOWN,
+            "pci_bus_id": xml_text(pci, "pci_bus_id") or gpu.get("id") or UNKNOWN,
             # Filled from --query-gpu=compute_cap: the XML does not carry it.
             "compute_capability": UNKNOWN,
-            "memory_total_mib": _leading_int(_text(gpu, "fb_memory_usage/total")),
-            "bar1_total_mib": _leading_int(_text(gpu, "bar1_memory_usage/total")),
+            "memory_total_mib": _leading_int(xml_text(gpu, "fb_memory_usage/total")),
+            "bar1_total_mib": _leading_int(xml_text(gpu, "bar1_memory_usage/total")),
             "pcie": {
-                "gen_current": _leading_int(_text(gen, "current_link_gen")),
-                "gen_max": _leading_int(_text(gen, "max_link_gen")),
-                "gen_device_max": _leading_int(_text(gen, "max_device_link_gen")),
-                "width_current": _leading_int(_text(widths, "current_link_width")),
-                "width_max": _leading_int(_text(widths, "max_link_width")),
+                "gen_current": _leading_int(xml_text(gen, "current_link_gen")),
+                "gen_max": _leading_int(xml_text(gen, "max_link_gen")),
+                "gen_device_max": _leading_int(xml_text(gen, "max_device_link_gen")),
+                "width_current": _leading_int(xml_text(widths, "current_link_width")),
+                "width_max": _leading_int(xml_text(widths, "max_link_width")),
             },
-            "persistence_mode": _enabled(_text(gpu, "persistence_mode")),
+            "persistence_mode": _enabled(xml_text(gpu, "persistence_mode")),
             "ecc": _ecc(gpu),
-            "virtualization_mode": _text(gpu, "gpu_virtualization_mode/virtualization_mode")
+            "virtualization_mode": xml_text(gpu, "gpu_virtualization_mode/virtualization_mode")
             or UNKNOWN,
         }
         for key in ("name", "uuid", "pci_bus_id", "architecture", "virtualization_mode"):
@@ -140,7 +140,7 @@ def parse_query_xml(text):
 
 
 def _ecc(gpu):
-    current = _text(gpu, "ecc_mode/current_ecc")
+    current = xml_text(gpu, "ecc_mode/current_ecc")
     if current is None:
         # Consumer GPUs print N/A: ECC does not exist there, it is not unknown.
         return NA if gpu.find("ecc_mode/current_ecc") is not None else UNKNOWN
