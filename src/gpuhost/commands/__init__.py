@@ -26,9 +26,9 @@ REGISTRY = (
     "update",
     "rollback",
     "doctor",
-    "gpuhost.models",
-    "gpuhost.rebuild",
-    "gpuhost.vm",
+    "models",
+    "rebuild",
+    "vm",
 )
 
 
