@@ -52,7 +52,8 @@ collection: venv
 	@$(STAGE) collection scripts/collection-test.sh
 
 # gpuhost rebuild end to end: the Proxmox API stand-in, its VMs as systemd containers over SSH,
-# two rebuilds with site.yml and verify (tests/test_proxmox_rebuild.py).
+# two rebuilds with site.yml and verify (tests/test_proxmox_rebuild.py). Not yet part of
+# make test: it has not run on the merged tree (issue 13).
 rebuild-e2e: venv images
 	@GPUHOST_REBUILD_E2E=1 $(STAGE) rebuild-e2e pytest -q -p no:cacheprovider tests/test_proxmox_rebuild.py
 
@@ -64,7 +65,7 @@ molecule: venv images
 test:
 	@rm -f .cache/stage-times.tsv
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
-	@$(MAKE) --no-print-directory images lint unit collection molecule rebuild-e2e || { scripts/stage-summary.sh; exit 1; }
+	@$(MAKE) --no-print-directory images lint unit collection molecule || { scripts/stage-summary.sh; exit 1; }
 	@# The newcomer's path too: make demo must work on what make test just checked.
 	@$(STAGE) demo scripts/demo.sh || { scripts/stage-summary.sh; exit 1; }
 	@scripts/stage-summary.sh

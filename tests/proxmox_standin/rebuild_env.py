@@ -110,6 +110,8 @@ class RebuildBed(contextlib.AbstractContextManager):
             "cuda_toolkit_enabled": False,
             "proxmox_guest_read_dmesg": False,
             "sglang_server_standin_script": str(ROOT / "tests/standin/sglang_standin.py"),
+            # No GPU here, so `auto` would pick no profile: name one, as inventory/sandbox does.
+            "sglang_server_profile": "glm5-nvfp4-8x-rtx-pro-6000",
             "model_cache_hf_cli": "/usr/local/bin/hf-standin",
             "model_cache_expected_size_gib": 1,
             "model_cache_free_margin_gib": 1,
