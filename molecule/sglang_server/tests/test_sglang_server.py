@@ -178,7 +178,12 @@ def test_open_listener_without_key_is_rejected(host):
     pid = main_pid(host)
     proc = converge({"sglang_server_host": "0.0.0.0", "sglang_server_api_key": ""})
     assert proc.rc != 0
-    assert proc.said("sglang_server_host: got '0.0.0.0', a non-loopback address")
+    # The role's own validation (roles/sglang_server/meta/constraints.yml, rule
+    # open_listener_needs_api_key) refuses it before the profile is even rendered.
+    assert proc.said(
+        "sglang_server_api_key: got ''; allowed: a non-empty value when "
+        "sglang_server_host is '0.0.0.0'"
+    )
     assert main_pid(host) == pid
 
 
