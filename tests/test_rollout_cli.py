@@ -24,7 +24,12 @@ HOSTS = ["h1", "h2", "h3"]
 def inventory(tmp_path: Path) -> Path:
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     path = tmp_path / "hosts.yml"
-    path.write_text(json.dumps({"all": {"hosts": dict.fromkeys(HOSTS, host)}}), encoding="utf-8")
+    # A router in the inventory: validation reaches it, the rollout is for gpu_hosts only.
+    groups = {
+        "gpu_hosts": {"hosts": dict.fromkeys(HOSTS, host)},
+        "routers": {"hosts": {"r1": host}},
+    }
+    path.write_text(json.dumps({"all": {"children": groups}}), encoding="utf-8")
     return path
 
 
@@ -149,7 +154,7 @@ def test_no_drift_passes_with_fail_on_drift(gpuhost, inventory):
         "--fail-on-drift",
     )
     assert proc.returncode == 0, proc.stdout
-    assert report["drift"] == {h: [] for h in HOSTS}
+    assert report["drift"] == {h: [] for h in [*HOSTS, "r1"]}
 
 
 def test_rollout_section_and_drift_are_pure():
@@ -158,8 +163,7 @@ def test_rollout_section_and_drift_are_pure():
         "check": True,
         "changed_tasks": [{"host": "b", "task": "t", "diff": None}],
     }
-    assert rollout_section(report, {"a": {"state": "unchanged", "config": "c"}})["b"] == {
-        "state": "not_reached",
-        "runs": "old",
-    }
+    section = rollout_section({"a": {"state": "unchanged", "config": "c"}}, ["a", "b"])
+    assert section["b"] == {"state": "not_reached", "runs": "old"}
+    assert set(section) == {"a", "b"}
     assert drift_by_host(report) == {"a": [], "b": [{"task": "t", "diff": None}]}

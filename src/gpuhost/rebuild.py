@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rich.text import Text
 
+from gpuhost import inventory
 from gpuhost.commands.base import Context, emit, execute
 from gpuhost.errors import EXIT_USAGE, GpuhostError
 from gpuhost.project import parse_extra_vars, resolve_inventories
@@ -82,12 +83,7 @@ def vm_add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def select_vms(inventories: list[Path], limit: str) -> list[str]:
     """Hosts of group proxmox_vms that --limit matches, in inventory order."""
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-
-    manager = InventoryManager(loader=DataLoader(), sources=[str(p) for p in inventories])
-    manager.subset(limit)
-    return [h.name for h in manager.get_hosts(VM_GROUP)]
+    return inventory.hosts_in_group(inventories, VM_GROUP, limit)
 
 
 def _confirm(ctx: Context, verb: str, vms: list[str], assume_yes: bool) -> None:

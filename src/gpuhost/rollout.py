@@ -37,10 +37,13 @@ def read_rollout_facts(run_dir: Path) -> dict[str, dict]:
     }
 
 
-def rollout_section(report: dict, facts: dict[str, dict]) -> dict[str, dict]:
-    """Per host: state, which config it runs (new/old), and the config hashes."""
+def rollout_section(facts: dict[str, dict], targets: list[str]) -> dict[str, dict]:
+    """Per host: state, which config it runs (new/old), and the config hashes. `targets`
+    are the workers the rollout was for (group gpu_hosts within --limit): a target with no
+    fact was never reached. Other hosts the run touched (validation runs on routers too)
+    are not part of the rollout."""
     section: dict[str, dict] = {}
-    for host in sorted(set(report["hosts"]) | set(facts)):
+    for host in sorted(set(targets) | set(facts)):
         fact = facts.get(host)
         if fact is None:
             section[host] = {"state": "not_reached", "runs": STATE_CONFIG["not_reached"]}

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpuhost import record, rollout, rundir, summary
+from gpuhost import inventory, record, rollout, rundir, summary
 from gpuhost.commands import base
 
 NAME = "update"
+# The group playbooks/update.yml and rollback.yml roll over.
+WORKER_GROUP = "gpu_hosts"
 HELP = (
     "roll a config change across hosts one batch at a time: drain, restart, health and "
     "correctness gate, rejoin; a failing host is rolled back and stops the rollout"
@@ -59,10 +61,11 @@ def run_rollout(args: argparse.Namespace, ctx: base.Context, command: str, playb
     if getattr(args, "max_fail_percentage", None) is not None:
         request.extra_vars["rolling_update_max_fail_percentage"] = args.max_fail_percentage
     report = base.execute(ctx, request, json_output=args.json)
-    # Only worker hosts are play targets (router calls are delegated), so every host in
-    # the recap carries a server config.
+    # The rollout is for the workers (gpu_hosts) the limit selects; routers are in the recap
+    # too (validation runs there) but carry no server config.
     facts = rollout.read_rollout_facts(Path(report["run_dir"]))
-    report["rollout"] = rollout.rollout_section(report, facts)
+    targets = inventory.hosts_in_group(request.inventories, WORKER_GROUP, request.limit)
+    report["rollout"] = rollout.rollout_section(facts, targets)
     record.write_report(rundir.RunDir(Path(report["run_dir"])), report)
     if not args.json:
         summary.print_rollout(ctx.out, report["rollout"])
