@@ -2,7 +2,7 @@
 are real systemd containers: from no VM to a verified server, then a rebuild that destroys
 the VM, keeps the model disk and brings it back verified, with nothing downloaded again.
 
-It takes two full site.yml runs over SSH (~15 min on a 2-core machine), so it runs when
+It takes two full site.yml runs over SSH (~6 min on a 2-core machine), so it runs when
 GPUHOST_REBUILD_E2E=1 (`make rebuild-e2e`, part of `make test`)."""
 
 from __future__ import annotations

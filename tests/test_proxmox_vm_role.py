@@ -141,3 +141,53 @@ def test_bad_spec_stops_before_any_change(tmp_path, standin, overrides, words):
     assert words in proc.stdout, proc.stdout[-3000:]
     assert json.dumps(api.state, sort_keys=True) == before
     assert not [e for e in api.log if e["method"] in WRITES]
+
+
+def _vault_inventory(tmp_path, secret: str, password: str) -> Path:
+    """The token secret as inline Ansible Vault ciphertext, as a user keeps it."""
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    vault = VaultLib([("default", VaultSecret(password.encode()))])
+    cipher = vault.encrypt(secret).decode()
+    plain = json.loads(_inventory(tmp_path).read_text())
+    host = plain["proxmox_vms"]["hosts"]["gpu-vm1"]
+    lines = ["proxmox_vms:", "  hosts:", "    gpu-vm1:"]
+    lines += [f"      {k}: {json.dumps(v)}" for k, v in host.items()]
+    lines.append("      proxmox_vm_api_token_secret: !vault |")
+    lines += [f"        {line}" for line in cipher.splitlines()]
+    inv = tmp_path / "vault-hosts.yml"
+    inv.write_text("\n".join(lines) + "\n")
+    return inv
+
+
+def test_vm_create_reads_the_token_from_vault_through_the_cli(tmp_path, standin):
+    """`gpuhost vm create --vault-password-file` hands the password file to ansible-playbook;
+    the decrypted secret reaches the API and no run record."""
+    api, secret = standin
+    password = "gpuhost-test-vault-pass-5c1e"
+    inv = _vault_inventory(tmp_path, secret, password)
+    (tmp_path / "pw").write_text(password + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUHOST_", "ANSIBLE_"))}
+    env.update(PYTHONWARNINGS="ignore", COLUMNS="200")
+    runs = tmp_path / "runs"
+    base = [str(Path(sys.executable).parent / "gpuhost"), "--project-dir", str(ROOT),
+            "--runs-dir", str(runs), "vm", "create", "-i", str(inv), "-l", "gpu-vm1",
+            "-e", "proxmox_vm_start=false", "--json"]  # fmt: skip
+
+    # Without the password the run fails on the ciphertext and changes nothing.
+    proc = subprocess.run(base, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "vault" in (proc.stdout + proc.stderr).lower()
+    assert not [e for e in api.log if e["method"] in WRITES]
+
+    proc = subprocess.run(
+        [*base, "--vault-password-file", str(tmp_path / "pw")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "201" in {str(v) for v in api.state["vms"]}, api.state["vms"].keys()
+    assert [e for e in api.log if e["status"] != 200] == []
+    for path in runs.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert secret not in text and password not in text, path

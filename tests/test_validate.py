@@ -256,6 +256,17 @@ def test_router_rules():
     )
 
 
+def test_metrics_rules():
+    errors = errors_for({"metrics_node_exporter_port": 9400, "metrics_gpu_exporter_port": 9400})
+    assert len(errors) == 1 and errors[0].startswith("metrics_node_exporter_port: got 9400")
+    errors = errors_for({"metrics_listen_address": "0.0.0.0", "metrics_monitoring_cidrs": []})
+    assert len(errors) == 1 and errors[0].startswith("metrics_monitoring_cidrs: got []")
+    assert "not authenticated" in errors[0]
+    assert errors_for({"metrics_listen_address": "127.0.0.1", "metrics_monitoring_cidrs": []}) == []
+    opened = {"metrics_listen_address": "0.0.0.0", "metrics_monitoring_cidrs": ["10.0.0.0/8"]}
+    assert errors_for(opened) == []
+
+
 def test_a_role_checks_its_own_variables_with_the_shared_constraints():
     specs, constraints = select(SPECS, CONSTRAINTS, ["nccl"])
     assert set(specs) == {"nccl"}

@@ -119,7 +119,7 @@ SECRET = re.compile(r"(key|token|password|passphrase|secret)$|_key_|_token_")
 
 def _describe(value, secret=False):
     if secret:
-        return "<hidden>" if value not in (None, "") else _describe(value)
+        return "<hidden>" if value not in (None, "", [], {}) else _describe(value)
     if value is None:
         return "null"
     text = repr(value)
