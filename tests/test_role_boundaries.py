@@ -50,3 +50,13 @@ def test_one_health_gate():
 
 def test_one_way_to_install_a_venv_from_a_lock():
     assert _files_with(r"- sync\b|ansible\.builtin\.pip:") == ["roles/python_env/tasks/venv.yml"]
+
+
+def test_gpu_facts_are_read_by_preflight_only():
+    # preflight reads them on every run; a play without preflight includes its tasks_from
+    # facts (read when missing). nccl re-reads once the driver is loaded (its own decision).
+    assert _files_with(r"gpuhost\.gpu\.gpu_facts:") == [
+        "roles/nccl/tasks/preflight.yml",
+        "roles/preflight/tasks/facts.yml",
+        "roles/preflight/tasks/main.yml",
+    ]
