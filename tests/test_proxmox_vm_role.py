@@ -3,8 +3,11 @@ the real ansible-playbook and the real community.proxmox modules create the VM, 
 changes nothing, check mode shows the diff and changes nothing, a bad spec stops before any
 request that changes something, and every request the role sent passed the schema check.
 
-The node SSH step (`qm set --args`) is skipped here: the spec needs no args (no clique, no
-MMIO window); tests/test_proxmox_vm_spec.py covers the refusal when args would be needed."""
+The node step (`qm set --args`, root only) runs on the node host the spec names, here a local
+connection with the `qm` stand-in (tests/proxmox_standin/bin/qm, a test double) on PATH, which
+sets the args as root@pam: the token itself is refused `args` by the API stand-in, as by
+Proxmox. tests/test_proxmox_vm_spec.py covers the refusal when args are needed and no node
+host is named."""
 
 from __future__ import annotations
 
@@ -49,13 +52,14 @@ def _inventory(tmp_path, **overrides):
     return inv
 
 
-def _play(inv, secret, *extra):
+def _play(inv, secret, *extra, env_extra=None):
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         GPUHOST_PROXMOX_TOKEN_SECRET=secret,
         ANSIBLE_FORCE_COLOR="0",
         PYTHONWARNINGS="ignore",
+        **(env_extra or {}),
     )
     cmd = [
         str(Path(sys.executable).parent / "ansible-playbook"),
@@ -191,3 +195,33 @@ def test_vm_create_reads_the_token_from_vault_through_the_cli(tmp_path, standin)
         if path.is_file():
             text = path.read_text(errors="replace")
             assert secret not in text and password not in text, path
+
+
+def test_clique_args_are_set_as_root_on_the_node_once(tmp_path, standin):
+    api, secret = standin
+    api.state["passwords"]["root@pam"] = "gpuhost-test-root-pw-8d2f"
+    inv = _inventory(tmp_path, proxmox_vm_gpu_clique=True, proxmox_vm_node_ssh_host="pve-node")
+    hosts = json.loads(inv.read_text())
+    node = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts["proxmox_nodes"] = {"hosts": {"pve-node": node}}
+    inv.write_text(json.dumps(hosts))
+    qm_env = {
+        "PATH": f"{ROOT / 'tests' / 'proxmox_standin' / 'bin'}:{os.environ['PATH']}",
+        "GPUHOST_QM_STANDIN_URL": f"https://127.0.0.1:{PORT}",
+        "GPUHOST_QM_STANDIN_NODE": "pve1",
+        "GPUHOST_QM_STANDIN_PASSWORD": "gpuhost-test-root-pw-8d2f",
+    }
+    proc, _changed, failed = _play(inv, secret, env_extra=qm_env)
+    assert failed == 0, proc.stdout[-4000:]
+    args = api.state["vms"]["201"]["config"]["args"]
+    for n in (0, 1):
+        assert f"device.hostpci{n}.x-nv-gpudirect-clique=0" in args, args
+    setters = [e for e in api.log if e["method"] == "PUT" and "args" in e.get("params", {})]
+    assert setters and {e["user"] for e in setters} == {"root@pam"}, setters
+    # The second run reads the args back and does not set them again.
+    count = len(setters)
+    proc, changed, failed = _play(inv, secret, env_extra=qm_env)
+    assert (changed, failed) == (0, 0), proc.stdout[-4000:]
+    assert (
+        len([e for e in api.log if e["method"] == "PUT" and "args" in e.get("params", {})]) == count
+    )
