@@ -96,3 +96,16 @@ def test_no_samples_no_section(tmp_path):
     text = report.render(run)
     assert "What bounds each level" not in text
     assert not (run.path / gpu_profile.PLOT_NAME).exists()
+
+
+def test_levels_not_sampled_are_listed_and_not_drawn(tmp_path):
+    lines = read_lines(CONSTRUCTED)[:2]
+    off = bench_module().Sampler([], str(tmp_path))
+    off.start()
+    for line in lines:
+        line["gpu"] = off.stop()
+    run = runfacts.load_run(make_run(tmp_path, "20260101T000000Z", lines=lines))
+    text = report.render(run)
+    assert "| 1 | not sampled | GPU sampling off (gpu_sampler: []) |" in text
+    assert not (run.path / gpu_profile.PLOT_NAME).exists()
+    assert gpu_profile.PLOT_NAME not in text

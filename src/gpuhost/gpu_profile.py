@@ -71,7 +71,12 @@ def plot(series: dict[str, tuple[list, list[dict]]], path: Path) -> Path | None:
     """Output tok/s against concurrency on top and, under it, the level means of the GPU
     samples (busy, memory bandwidth, power of limit, PCIe of link, power-capped time), the
     bound resource written at each level. `series`: label -> (bench points, bench lines)."""
-    drawn = {k: (p, lv) for k, (p, lines) in series.items() if (lv := levels(lines)) and p}
+    # Only sampled levels: a level not sampled (sampler off or missing) has nothing to draw.
+    drawn = {
+        k: (p, lv)
+        for k, (p, lines) in series.items()
+        if (lv := [(n, g) for n, g in levels(lines) if g.get("summary")]) and p
+    }
     if not drawn:
         return None
     import matplotlib
