@@ -141,7 +141,9 @@ def client() -> dict[str, Path]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (home / "complete").is_file():
             return paths
-        shutil.rmtree(home, ignore_errors=True)
+        for stale in CACHE.iterdir():  # venvs of earlier contents, and a broken build
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
         home.mkdir()
         (home / "requirements.txt").write_text(requirements, encoding="utf-8")
         (home / "tokenizer.txt").write_text(TOKENIZER_PACKAGE, encoding="utf-8")
