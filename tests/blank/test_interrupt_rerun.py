@@ -35,11 +35,14 @@ pytestmark = pytest.mark.skipif(
 FILES, FILE_MIB, RATE = 3, 64, 2.0  # 192 MiB at 2 MiB/s: ~96 s of download
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
+def _wait_for(predicate, timeout: float, what: str, proc=None) -> None:
+    """Wait for predicate; fail at once when the provision run `proc` has ended first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the provision run ended (exit {proc.returncode}) before {what}")
         time.sleep(2)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -58,7 +61,7 @@ def test_interrupt_and_rerun_download_once(tmp_path):
             sandbox.provision_cmd(tmp_path), env=sandbox.env(**download),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        _wait_for(lambda: sandbox.downloaded_mib() > 16, 1800, "the download to start")
+        _wait_for(lambda: sandbox.downloaded_mib() > 16, 1800, "the download to start", proc)
         assert sandbox.interrupt(proc, timeout=300) == 130
         assert _unit_state() == "active", "the download must outlive the controller's Ctrl-C"
         first_pid = {line["pid"] for line in sandbox.standin_log()}
@@ -79,7 +82,7 @@ def test_interrupt_and_rerun_download_once(tmp_path):
             [*sandbox.provision_cmd(tmp_path), "--json"], env=sandbox.env(**download),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
-        _wait_for(lambda: sandbox.downloaded_mib() > total * 0.6, 1800, "60% downloaded")
+        _wait_for(lambda: sandbox.downloaded_mib() > total * 0.6, 1800, "60% downloaded", proc)
         assert {line["pid"] for line in sandbox.standin_log()} == first_pid, "a second download"
         sandbox.exec_("systemctl", "kill", "--signal=SIGKILL", sandbox.UNIT, check=True)
         out, _ = proc.communicate(timeout=2400)
