@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,25 @@ def test_typed_variables_hide_every_secret_value_at_any_depth():
     }
     argv = ["-e", '{"outer": {"hf_token": "deep"}}']
     assert record.redact_argv(argv)[1] == '{"outer": {"hf_token": "<redacted>"}}'
+
+
+def test_the_secret_name_list_exists_once():
+    """No other product code keeps its own secret-name pattern or redaction (issue 16)."""
+    root = Path(__file__).resolve().parents[1]
+    # A name pattern is an alternation of lower-case words: "token|secret|passw...".
+    pattern = re.compile(r"re\.compile\([^)]*(token|secret|passw)[a-z_?\[\]-]*\|")
+    copies = [
+        str(p.relative_to(root))
+        for d in ("plugins", "src")
+        for p in (root / d).rglob("*.py")
+        if p.name != "gpuhost_secrets.py" and pattern.search(p.read_text())
+    ]
+    assert copies == []
+    redactors = [
+        str(p.relative_to(root))
+        for d in ("plugins", "src")
+        for p in (root / d).rglob("*.py")
+        if p.name not in ("gpuhost_secrets.py",)
+        and re.search(r"^def redact\(", p.read_text(), re.M)
+    ]
+    assert redactors == [], "use gpuhost_secrets.redact"

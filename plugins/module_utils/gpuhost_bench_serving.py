@@ -12,9 +12,9 @@ strings.
 from __future__ import annotations
 
 import math
-import re
 
-_SECRET_KEY = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import redact
+
 # Of the embedded /server_info only these survive: enough to say what was measured.
 SERVER_INFO_KEEP = (
     "version",
@@ -85,18 +85,6 @@ def _finite(value):
         return {k: _finite(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_finite(v) for v in value]
-    return value
-
-
-def redact(value):
-    """Secret-named keys at any depth lose their value."""
-    if isinstance(value, dict):
-        return {
-            k: ("<redacted>" if _SECRET_KEY.search(str(k)) and isinstance(v, str) else redact(v))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v) for v in value]
     return value
 
 

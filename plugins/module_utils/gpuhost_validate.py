@@ -29,6 +29,7 @@ from ansible.module_utils.errors import ArgumentValueError, ElementError, Unsupp
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
     control_characters,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import is_secret_name
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
 
 _MISSING = object()
@@ -114,7 +115,16 @@ def select(specs, constraints, roles):
 # (a bool taken as an int, a list or null turned into a string, "a,b" split into a list,
 # "k=v" parsed into a mapping, nan as a number).
 
-SECRET = re.compile(r"(key|token|password|passphrase|secret)$|_key_|_token_")
+
+def _is_secret(name, sources):
+    """Whether an error message must hide the value: the spec says no_log, or the name is a
+    secret's by the project's one list (gpuhost_secrets); a count typed as a number
+    (`verify_max_tokens`) is not a credential."""
+    if any(spec.get("no_log") for _, spec in sources):
+        return True
+    if not is_secret_name(name):
+        return False
+    return not any(spec.get("type") in ("int", "float") for _, spec in sources)
 
 
 def _describe(value, secret=False):
@@ -370,7 +380,7 @@ def validate(specs, constraints, values, defaults=None):
                 _check_constraint(current, rule)
             converted[name] = current
         except Invalid as exc:
-            secret = bool(SECRET.search(name)) or any(s.get("no_log") for _, s in sources)
+            secret = _is_secret(name, sources)
             errors.append(f"{name}: got {_describe(value, secret)}; allowed: {exc} ({where})")
 
     rule_values, rule_converted = dict(values), dict(converted)

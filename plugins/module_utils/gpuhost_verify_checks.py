@@ -15,9 +15,9 @@ fields: SGLang's /server_info includes `api_key`.
 from __future__ import annotations
 
 import json
-import re
 import time
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import is_secret_name
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api import (
     ApiError as ProbeError,
 )
@@ -31,7 +31,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api imp
 PREFIX = "verify."
 # Fields of /server_info worth a line in the report; never the whole object (api_key).
 SERVER_INFO_KEEP = ("version", "model_path", "served_model_name", "tp_size", "standin")
-_SECRET_KEY = re.compile(r"token|secret|passw|api_?key|private_key|credential", re.IGNORECASE)
 _THINK_MARKUP = ("<think>", "</think>")
 _TOOL_MARKUP = ("<tool_call>", "</tool_call>", "<|tool_call")
 
@@ -65,7 +64,7 @@ def server_summary(info):
     """The harmless part of /server_info; secrets never leave this function."""
     if not isinstance(info, dict):
         return {}
-    return {k: info[k] for k in SERVER_INFO_KEEP if k in info and not _SECRET_KEY.search(k)}
+    return {k: info[k] for k in SERVER_INFO_KEEP if k in info and not is_secret_name(k)}
 
 
 def check_health(client):
