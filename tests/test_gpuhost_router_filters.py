@@ -36,16 +36,26 @@ def test_worker_url_from_address_and_server_port():
     )
 
 
-def test_worker_url_defaults_to_inventory_name_and_sglang_port():
-    assert router.worker_url("gpu1.lan", {}) == "http://gpu1.lan:30000"
+def test_worker_url_defaults_to_inventory_name():
+    assert router.worker_url("gpu1.lan", {"sglang_server_port": 30000}) == "http://gpu1.lan:30000"
+
+
+def test_worker_url_without_a_port_names_the_setting():
+    """sglang_server_port has one default, in group_vars/all: no second copy here."""
+    with pytest.raises(AnsibleFilterError, match="sglang_server_port"):
+        router.worker_url("gpu1.lan", {})
 
 
 def test_ipv6_address_gets_brackets():
-    assert router.worker_url("g", {"ansible_host": "fd00::5"}) == "http://[fd00::5]:30000"
+    host = {"ansible_host": "fd00::5", "sglang_server_port": 30000}
+    assert router.worker_url("g", host) == "http://[fd00::5]:30000"
 
 
 def test_worker_urls_keep_inventory_order():
-    hostvars = {"b": {"ansible_host": "10.0.0.2"}, "a": {"ansible_host": "10.0.0.1"}}
+    hostvars = {
+        "b": {"ansible_host": "10.0.0.2", "sglang_server_port": 30000},
+        "a": {"ansible_host": "10.0.0.1", "sglang_server_port": 30000},
+    }
     assert router.worker_urls(["b", "a"], hostvars) == [
         "http://10.0.0.2:30000",
         "http://10.0.0.1:30000",

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-# sglang_server_port's default; a worker whose inventory does not set it serves here.
-DEFAULT_SERVER_PORT = 30000
-
 
 def _norm(url: str) -> str:
     return str(url).strip().rstrip("/")
@@ -23,15 +20,22 @@ def _norm(url: str) -> str:
 
 def worker_url(name: str, host_vars) -> str:
     """An explicit `sglang_router_worker_url` wins; else ansible_host (or the inventory
-    name) and the worker's `sglang_server_port`."""
+    name) and the worker's `sglang_server_port` (a shared setting: group_vars/all defines it
+    for every host, so hostvars always hold it when a project playbook runs)."""
     try:
         explicit = host_vars.get("sglang_router_worker_url")
         if explicit:
             return _norm(explicit)
         address = host_vars.get("ansible_host") or name
-        port = host_vars.get("sglang_server_port") or DEFAULT_SERVER_PORT
+        port = host_vars.get("sglang_server_port")
     except AttributeError:
         raise AnsibleFilterError(f"gpuhost_worker_url: no host variables for {name!r}") from None
+    if port in (None, ""):
+        raise AnsibleFilterError(
+            f"gpuhost_worker_url: {name!r} has neither sglang_router_worker_url nor "
+            "sglang_server_port; allowed: set one of them (group_vars/all/sglang_server.yml "
+            "defines sglang_server_port for every host a project playbook runs on)"
+        )
     if ":" in str(address) and not str(address).startswith("["):
         address = f"[{address}]"  # an IPv6 literal needs brackets in a URL
     return f"http://{address}:{int(port)}"
