@@ -12,7 +12,10 @@ copy of a shared default (`| default(...)`).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,47 @@ def test_the_scanner_can_fail():
     )
     assert _public(_reads(text), "verify") == {"sglang_server_port"}
     assert _public(_reads(text), "sglang_server") == set()
+
+
+PLAY = """\
+---
+- name: A playbook of a user's own that applies a gpuhost role
+  hosts: gpu_hosts
+  gather_facts: false
+  tasks:
+    - name: Validate as the role does first
+      gpuhost.gpu.validate:
+        roles: [verify]
+"""
+
+
+def _own_playbook(tmp_path: Path, with_group_vars: bool):
+    (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  children:\n    gpu_hosts:\n      hosts:\n        here:\n"
+        "          ansible_connection: local\n"
+        f"          ansible_python_interpreter: {sys.executable}\n"
+    )
+    if with_group_vars:
+        (tmp_path / "group_vars").symlink_to(GROUP_VARS.parent)
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "hosts.yml", "play.yml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_a_playbook_without_the_shared_settings_is_told_what_to_load(tmp_path):
+    out = _own_playbook(tmp_path, with_group_vars=False)
+    assert out.returncode != 0
+    text = out.stdout + out.stderr
+    assert "sglang_server_port: not defined" in text, text
+    assert "group_vars/all/sglang_server.yml" in text, text
+
+
+def test_the_same_playbook_beside_the_shared_settings_passes(tmp_path):
+    out = _own_playbook(tmp_path, with_group_vars=True)
+    assert out.returncode == 0, out.stdout + out.stderr

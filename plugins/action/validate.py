@@ -51,11 +51,32 @@ options:
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as logic  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# Shared settings: defined once, here, and loaded by every playbook as its group_vars
+# (docs/ARCHITECTURE.md "Settings"); a role's defaults do not repeat them.
+_SHARED_DIR = os.path.join(_REPO, "group_vars", "all")
 
 
 def _load_yaml(path):
     with open(path, encoding="utf-8") as handle:
         return yaml.safe_load(handle)
+
+
+def _missing_shared(task_vars):
+    """One error per shared setting the play does not define: its playbook did not load
+    group_vars/all (a playbook of the user's own that applies the roles)."""
+    errors = []
+    for filename in sorted(os.listdir(_SHARED_DIR)) if os.path.isdir(_SHARED_DIR) else []:
+        if not filename.endswith(".yml"):
+            continue
+        for name in _load_yaml(os.path.join(_SHARED_DIR, filename)) or {}:
+            if name not in task_vars:
+                errors.append(
+                    f"{name}: not defined; allowed: a value. It is a shared setting, defined "
+                    f"once in group_vars/all/{filename} of gpuhost.gpu: a playbook of your own "
+                    "that applies its roles must load that folder as its group_vars (a link "
+                    f"beside the playbook), or set {name}"
+                )
+    return errors
 
 
 class ActionModule(ActionBase):
@@ -90,7 +111,8 @@ class ActionModule(ActionBase):
         prefixes = tuple(f"{role}_" for role in specs)
         names.update(n for n in task_vars if isinstance(n, str) and n.startswith(prefixes))
 
-        values, errors = {}, []
+        # The project's own roles read the shared settings; a test's roles_dir need not.
+        values, errors = {}, ([] if args.get("roles_dir") else _missing_shared(task_vars))
         for name in sorted(names):
             if name not in task_vars:
                 continue
