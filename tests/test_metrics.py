@@ -2,10 +2,12 @@
 the Grafana dashboard's metric names against what the exporters really export: sglang
 0.5.10.post1 (data/metrics/sglang-0.5.10.post1.txt, read from the wheel by
 tools/sglang_metric_names.py), DCGM exporter's default counters, the node exporter, and the
-SGLang stand-in's own /metrics (a test double, started here on loopback)."""
+SGLang stand-in's own /metrics and the DCGM exporter stand-in's (test doubles, started here
+on loopback)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import socket
 import subprocess
@@ -130,3 +132,68 @@ def test_the_standin_exports_real_names_the_dashboard_reads(dashboard):
     assert exported <= known("sglang-0.5.10.post1.txt")
     used = {n for e in gm.expressions(dashboard) for n in gm.metric_names(e)}
     assert exported <= used
+
+
+# --- the DCGM exporter stand-in (a test double in molecule/nvidia/standin_repo.py) -----------
+
+DCGM_PORT = 39301  # this branch's port range (39300-39399)
+
+
+def standin_repo():
+    spec = importlib.util.spec_from_file_location(
+        "standin_repo", ROOT / "molecule" / "nvidia" / "standin_repo.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_dcgm_standin_ships_the_real_default_counters():
+    repo = standin_repo()
+    names = {name for name, _, _ in repo.DCGM_DEFAULT_COUNTERS}
+    assert names == known("dcgm-exporter-default-counters.txt")
+    assert repo.DCGM_EXPORTER_PAIR.split("-")[1] == repo.DCGM_EXPORTER_VERSION.split("-")[0]
+    assert f"1:{repo.DCGM_EXPORTER_PAIR.split('-')[0]}-1" == repo.DCGM_VERSION
+    unit = repo.DCGM_EXPORTER_UNIT
+    assert "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv" in unit
+
+
+def test_the_dcgm_standin_serves_the_dashboards_series_on_its_address(dashboard, tmp_path):
+    repo = standin_repo()
+    script = tmp_path / "dcgm-exporter"
+    script.write_text(repo.DCGM_EXPORTER_SCRIPT.replace("@PAIR@", repo.DCGM_EXPORTER_PAIR))
+    counters = tmp_path / "default-counters.csv"
+    counters.write_text(repo.dcgm_counters_csv())
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", DCGM_PORT)) == 0:
+            pytest.fail(f"port {DCGM_PORT} is taken: this test needs it")
+    bad = subprocess.run([sys.executable, str(script), "--address", "nowhere"],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert bad.returncode != 0 and "expected HOST:PORT" in bad.stderr
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "-f", str(counters), "--address", f"127.0.0.1:{DCGM_PORT}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        text = ""
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{DCGM_PORT}/metrics", timeout=2
+                ) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    series = [line for line in text.splitlines() if line and not line.startswith("#")]
+    exported = {line.split("{")[0] for line in series}
+    assert exported == known("dcgm-exporter-default-counters.txt")
+    used = {n for e in gm.expressions(dashboard) for n in gm.metric_names(e)}
+    assert {n for n in used if n.startswith("DCGM_")} <= exported
+    for line in series:
+        for label in ("gpu=", "UUID=", "modelName=", "hostname="):
+            assert label in line, line
+    assert "# TYPE DCGM_FI_DEV_PCIE_TX_THROUGHPUT counter" in text

@@ -220,10 +220,239 @@ def build_distro(out: Path, distro: str, keyring: bytes, arch: str) -> None:
             },
             scripts={"postinst": postinst, "prerm": prerm},
         )
+    build_dcgm(out, arch)
     packages = run("dpkg-scanpackages", "--multiversion", ".", cwd=out).stdout
     (out / "Packages").write_text(packages)
     with gzip.open(out / "Packages.gz", "wt") as handle:
         handle.write(packages)
+
+
+# --- DCGM and its Prometheus exporter (role metrics' GPU exporter) -------------------------
+# A real pair of releases: DCGM Exporter 4.8.3 is released "with DCGM 4.6.0" (NVIDIA's DCGM
+# Exporter release notes, entry 4.6.0-4.8.3: docs.nvidia.com/datacenter/dcgm/latest/
+# release-notes/dcgm-exporter.html). Debian versions as in the CUDA repository: the DCGM 4
+# packages carry epoch 1 (datacenter-gpu-manager-4-core 1:4.6.0-1, e.g. the Build-Depends of
+# Microsoft's dcgm-exporter 4.8.3 source package), the exporter <version>-1 (its file is
+# datacenter-gpu-manager-exporter_<version>-1_amd64.deb).
+DCGM_VERSION = "1:4.6.0-1"
+DCGM_EXPORTER_VERSION = "4.8.3-1"
+DCGM_EXPORTER_PAIR = "4.6.0-4.8.3"
+# etc/default-counters.csv of github.com/NVIDIA/dcgm-exporter (the uncommented lines: field,
+# Prometheus type, help), installed as /etc/dcgm-exporter/default-counters.csv like the real
+# package; data/metrics/dcgm-exporter-default-counters.txt keeps the same names.
+DCGM_DEFAULT_COUNTERS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "counter",
+        "Total energy consumption since boot (in mJ).",
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+        "counter",
+        "Total number of bytes transmitted through PCIe TX (in KB) via NVML.",
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+        "counter",
+        "Total number of bytes received through PCIe RX (in KB) via NVML.",
+    ),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "counter",
+        "Total number of NVLink bandwidth counters for all lanes",
+    ),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU License status"),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for uncorrectable errors",
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "counter",
+        "Number of remapped rows for correctable errors",
+    ),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+)
+
+# /usr/bin/dcgm-exporter of the stand-in. @PAIR@ is replaced when the package is built.
+DCGM_EXPORTER_SCRIPT = r"""#!/usr/bin/python3
+# gpuhost TEST DOUBLE: carries NVIDIA's package name and version, contains no NVIDIA software.
+# Built by molecule/nvidia/standin_repo.py. Not NVIDIA's dcgm-exporter: no DCGM, no GPU. It
+# takes the real exporter's -a/--address and -f/--collectors options and serves every field
+# of the collectors CSV in Prometheus's text format for two made-up GPUs, labelled like the
+# real exporter (gpu, UUID, pci_bus_id, device, modelName, hostname, DCGM_FI_DRIVER_VERSION).
+import argparse
+import socket
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PAIR = "@PAIR@"
+GPUS = (
+    ("0", "GPU-5e1f7c8a-0d2b-4c3e-9a41-000000000000", "00000000:19:00.0"),
+    ("1", "GPU-5e1f7c8a-0d2b-4c3e-9a41-000000000001", "00000000:3B:00.0"),
+)
+MODEL = "NVIDIA H200"
+DRIVER = "580.95.05"
+# Plausible values: gauges hold them, counters grow by them per second.
+VALUES = {
+    "DCGM_FI_DEV_SM_CLOCK": 1980, "DCGM_FI_DEV_MEM_CLOCK": 3201,
+    "DCGM_FI_DEV_MEMORY_TEMP": 41, "DCGM_FI_DEV_GPU_TEMP": 48,
+    "DCGM_FI_DEV_POWER_USAGE": 385.5, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 385500,
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": 512000, "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": 768000,
+    "DCGM_FI_DEV_GPU_UTIL": 97, "DCGM_FI_DEV_MEM_COPY_UTIL": 52,
+    "DCGM_FI_DEV_FB_FREE": 8192, "DCGM_FI_DEV_FB_USED": 135168,
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 2400000,
+}
+STARTED = time.monotonic()
+
+
+def collectors(path):
+    fields = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                name, kind, text = [part.strip() for part in line.split(",", 2)]
+                fields.append((name, kind, text))
+    return fields
+
+
+def render(fields):
+    host = socket.gethostname()
+    elapsed = time.monotonic() - STARTED
+    out = []
+    for name, kind, text in fields:
+        out.append(f"# HELP {name} {text}\n# TYPE {name} {kind}\n")
+        for gpu, uuid, bus in GPUS:
+            value = VALUES.get(name, 0)
+            if kind == "counter":
+                value = int(value * (100 + elapsed))
+            labels = (f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="{bus}",device="nvidia{gpu}",'
+                      f'modelName="{MODEL}",hostname="{host}",DCGM_FI_DRIVER_VERSION="{DRIVER}"')
+            out.append(f"{name}{{{labels}}} {value}\n")
+    return "".join(out).encode()
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="dcgm-exporter", description=__doc__)
+    parser.add_argument("-a", "--address", default=":9400", help="HOST:PORT to listen on")
+    parser.add_argument("-f", "--collectors", default="/etc/dcgm-exporter/default-counters.csv")
+    parser.add_argument("-v", "--version", action="store_true")
+    args = parser.parse_args()
+    if args.version:
+        print(f"dcgm-exporter version {PAIR} (gpuhost stand-in, a test double)")
+        return
+    host, sep, port = args.address.rpartition(":")
+    if not sep or not port.isdigit():
+        sys.exit(f"dcgm-exporter: --address {args.address!r}: expected HOST:PORT")
+    host = host.strip("[]")
+    fields = collectors(args.collectors)
+
+    class Server(ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            body = render(fields)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = Server((host or "0.0.0.0", int(port)), Handler)
+    print(f"dcgm-exporter (stand-in) {PAIR}: serving {len(fields)} fields on {args.address}",
+          flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+# The unit of NVIDIA's package (packaging/config-files/systemd/nvidia-dcgm-exporter.service
+# of github.com/NVIDIA/dcgm-exporter, installed as /lib/systemd/system/nvidia-dcgm-exporter.service
+# by hack/package/stage-payload.sh): the same settings, here with the stand-in's note.
+DCGM_EXPORTER_UNIT = f"""\
+# {STANDIN}.
+[Unit]
+Description=NVIDIA DCGM-exporter service
+Wants=nvidia-dcgm.service
+After=nvidia-dcgm.service
+
+[Service]
+User=root
+PrivateTmp=false
+
+StandardOutput=append:/var/dcgm-exporter.log
+StandardError=append:/var/dcgm-exporter.log
+
+ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv
+
+Restart=on-abort
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def dcgm_counters_csv() -> str:
+    lines = [f"# {STANDIN}.", "# DCGM FIELD, Prometheus metric type, help message"]
+    lines += [f"{name}, {kind}, {text}" for name, kind, text in DCGM_DEFAULT_COUNTERS]
+    return "\n".join(lines) + "\n"
+
+
+def build_dcgm(out: Path, arch: str) -> None:
+    """datacenter-gpu-manager-4-core and datacenter-gpu-manager-exporter (stand-ins)."""
+    build_deb(
+        out,
+        "datacenter-gpu-manager-4-core",
+        DCGM_VERSION,
+        arch,
+        {"/usr/share/datacenter-gpu-manager-4/STAND-IN": (STANDIN + "\n", 0o644)},
+    )
+    build_deb(
+        out,
+        "datacenter-gpu-manager-exporter",
+        DCGM_EXPORTER_VERSION,
+        arch,
+        {
+            "/usr/bin/dcgm-exporter": (
+                DCGM_EXPORTER_SCRIPT.replace("@PAIR@", DCGM_EXPORTER_PAIR),
+                0o755,
+            ),
+            "/etc/dcgm-exporter/default-counters.csv": (dcgm_counters_csv(), 0o644),
+            "/lib/systemd/system/nvidia-dcgm-exporter.service": (DCGM_EXPORTER_UNIT, 0o644),
+        },
+        # python3 only because the stand-in's exporter is a Python script.
+        depends=f"datacenter-gpu-manager-4-core (>= {DCGM_VERSION.rsplit('-', 1)[0]}), python3",
+        conffiles=("/etc/dcgm-exporter/default-counters.csv",),
+    )
+    # Pool file names carry no epoch (a ':' in a file: URI path is asking for trouble).
+    for deb in out.glob("*_*:*.deb"):
+        epoch = deb.name.split("_")[1].split(":")[0]
+        deb.rename(deb.with_name(deb.name.replace(f"_{epoch}:", "_", 1)))
 
 
 def release_file(out: Path, arch: str) -> str:

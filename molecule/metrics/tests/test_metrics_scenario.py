@@ -1,8 +1,10 @@
 """Metrics on real systemd: Debian's node exporter and Prometheus, the SGLang stand-in (a test
-double) with --enable-metrics. Runs in molecule's verify step, after converge and idempotence:
-first the state converge left and Prometheus's own view (every target up, the dashboard's
-node and stand-in series present), then metrics off and on again through ansible-playbook,
-each twice: the second run of each must change nothing."""
+double) with --enable-metrics, and the DCGM exporter installed by roles metrics and cuda_repo
+from the stand-in NVIDIA repository (a test double: ../nvidia/standin_repo.py). Runs in
+molecule's verify step, after converge and idempotence: first the state converge left and
+Prometheus's own view (every target up, the dashboard's node, GPU and stand-in series
+present), then metrics off and on again through ansible-playbook, each twice: the second run
+of each must change nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve(
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 PROM = "http://127.0.0.1:9090"
+GPU_UNIT = "nvidia-dcgm-exporter"
+JOBS = ["gpuhost-gpu", "gpuhost-node", "gpuhost-sglang"]
 
 pytestmark = pytest.mark.skipif(not INVENTORY, reason="runs under molecule verify")
 
@@ -50,21 +54,44 @@ def converge(extra: dict) -> tuple[int, int, str]:
 
 
 def test_units_run_on_loopback(host):
-    for unit in ("prometheus-node-exporter", "prometheus", "sglang-server"):
+    for unit in ("prometheus-node-exporter", "prometheus", "sglang-server", GPU_UNIT):
         assert host.service(unit).is_running, unit
     listening = host.check_output("ss -Htlnp")
-    assert "127.0.0.1:9100" in listening and "127.0.0.1:9090" in listening
-    assert "*:9100" not in listening and "0.0.0.0:9100" not in listening
+    for port in ("9100", "9090", "9400"):
+        assert f"127.0.0.1:{port}" in listening, listening
+    for port in ("9100", "9400"):
+        for anywhere in ("*", "0.0.0.0", "[::]"):
+            assert f"{anywhere}:{port} " not in listening, listening
     assert (
         "--enable-metrics" in host.file("/etc/systemd/system/sglang-server.service").content_string
     )
 
 
-@pytest.mark.parametrize("unit", ["prometheus-node-exporter", "prometheus"])
+@pytest.mark.parametrize("unit", ["prometheus-node-exporter", "prometheus", GPU_UNIT])
 def test_units_are_hardened(host, unit):
     out = host.check_output(f"systemd-analyze security {unit}.service --no-pager")
     score = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", out).group(1))
     assert score <= 4.0, out[-1500:]
+
+
+def test_gpu_exporter_is_the_standin_package_with_gpuhosts_drop_ins(host):
+    version = host.check_output("dpkg-query -W -f '${Version}' datacenter-gpu-manager-exporter")
+    assert version == "4.8.3-1"
+    assert host.check_output("dpkg-query -W -f '${Version}' datacenter-gpu-manager-4-core") == (
+        "1:4.6.0-1"
+    )
+    # Installed through apt from the repository role cuda_repo configured, not from a file.
+    policy = host.check_output("apt-cache policy datacenter-gpu-manager-exporter")
+    assert "file:/srv/nvidia-standin/debian12/x86_64" in policy, policy
+    assert (
+        "gpuhost TEST DOUBLE"
+        in host.file("/usr/share/doc/datacenter-gpu-manager-exporter/STAND-IN").content_string
+    )
+    assert host.file("/etc/apt/sources.list.d/gpuhost-cuda.sources").contains(
+        "URIs: file:///srv/nvidia-standin/debian12/x86_64/"
+    )
+    shown = host.check_output(f"systemctl show -p ExecStart -p DropInPaths {GPU_UNIT}")
+    assert "--address 127.0.0.1:9400" in shown and "gpuhost-hardening.conf" in shown, shown
 
 
 def test_every_target_is_up_in_prometheus(host):
@@ -72,12 +99,12 @@ def test_every_target_is_up_in_prometheus(host):
     while True:
         targets = prom(host, "/api/v1/targets?state=active")["activeTargets"]
         jobs = {t["labels"]["job"]: t["health"] for t in targets}
-        if set(jobs) == {"gpuhost-node", "gpuhost-sglang"} and set(jobs.values()) == {"up"}:
+        if sorted(jobs) == JOBS and set(jobs.values()) == {"up"}:
             break
         assert time.monotonic() < deadline, json.dumps(targets, indent=1)[-3000:]
         time.sleep(2)
     up = prom(host, "/api/v1/query?query=up")["result"]
-    assert sorted(r["metric"]["job"] for r in up) == ["gpuhost-node", "gpuhost-sglang"]
+    assert sorted(r["metric"]["job"] for r in up) == JOBS
     assert {r["value"][1] for r in up} == {"1"}
     assert {r["metric"]["gpuhost_host"] for r in up} == {"gpuhost-metrics-deb12"}
 
@@ -86,11 +113,20 @@ def test_dashboard_series_exist_in_prometheus(host):
     dashboard = json.loads((ROOT / "dashboards" / "gpuhost-serving.json").read_text())
     used = {n for e in gm.expressions(dashboard) for n in gm.metric_names(e)}
     node = {n for n in used if n.startswith("node_")}
+    dcgm = {n for n in used if n.startswith("DCGM_FI_")}
     standin = {"sglang:num_running_reqs", "sglang:num_requests_total"}  # what it exports
-    assert node and standin <= used
-    for name in sorted(node | standin):
+    assert node and dcgm and standin <= used
+    for name in sorted(node | dcgm | standin):
         result = prom(host, f"/api/v1/query?query={name}")["result"]
         assert result, f"{name}: no series in Prometheus"
+    # The GPU series carry the real exporter's labels, one series per GPU.
+    for name in sorted(dcgm):
+        result = prom(host, f"/api/v1/query?query={name}")["result"]
+        for series in result:
+            labels = series["metric"]
+            assert labels["job"] == "gpuhost-gpu", labels
+            assert {"gpu", "UUID", "modelName"} <= set(labels), labels
+        assert len({r["metric"]["UUID"] for r in result}) == len(result), result
 
 
 def test_file_sd_fragments_on_the_controller():
@@ -100,7 +136,11 @@ def test_file_sd_fragments_on_the_controller():
         {"targets": ["127.0.0.1:9100"],
          "labels": {"gpuhost_host": "gpuhost-metrics-deb12", "gpuhost_job": "node"}}
     ]  # fmt: skip
-    assert json.loads((fragments / "gpuhost-gpu.json").read_text()) == []
+    gpu = json.loads((fragments / "gpuhost-gpu.json").read_text())
+    assert gpu == [
+        {"targets": ["127.0.0.1:9400"],
+         "labels": {"gpuhost_host": "gpuhost-metrics-deb12", "gpuhost_job": "gpu"}}
+    ]  # fmt: skip
 
 
 def test_off_then_on_again_both_idempotent(host):
@@ -110,6 +150,8 @@ def test_off_then_on_again_both_idempotent(host):
     rc, changed, out = converge(off)
     assert rc == 0 and changed == 0, out[-3000:]
     assert not host.service("prometheus-node-exporter").is_running
+    assert not host.service(GPU_UNIT).is_running
+    assert not host.service(GPU_UNIT).is_enabled
     assert (
         "--enable-metrics"
         not in host.file("/etc/systemd/system/sglang-server.service").content_string
@@ -119,6 +161,7 @@ def test_off_then_on_again_both_idempotent(host):
     rc, changed, out = converge({})
     assert rc == 0 and changed == 0, out[-3000:]
     assert host.service("prometheus-node-exporter").is_running
+    assert host.service(GPU_UNIT).is_running and host.service(GPU_UNIT).is_enabled
 
 
 # --- gpuhost doctor on the sandbox: no GPU, the real server unit with the stand-in ----------
