@@ -105,27 +105,32 @@ def test_sglang_list_has_the_histograms_and_counters_exposed():
     assert "sglang:num_requests_total" in names and "sglang:num_requests_total_total" not in names
 
 
-def test_the_standin_exports_real_names_the_dashboard_reads(dashboard):
+def scrape_once(argv: list[str], port: int) -> str:
+    """Start an exporter (argv) that must bind 127.0.0.1:port, read its /metrics once it
+    answers, stop it; the text ("" if it never answered)."""
     with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", PORT)) == 0:
-            pytest.fail(f"port {PORT} is taken: this test needs it")
-    proc = subprocess.Popen(
-        [sys.executable, str(STANDIN), "--port", str(PORT), "--enable-metrics",
-         "--standin-load-seconds", "0.1", "--standin-warmup-seconds", "0.1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            pytest.fail(f"port {port} is taken: this test needs it")
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        text = ""
         for _ in range(100):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/metrics", timeout=2) as r:
-                    text = r.read().decode()
-                break
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    return r.read().decode()
             except OSError:
                 time.sleep(0.1)
+        return ""
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_standin_exports_real_names_the_dashboard_reads(dashboard):
+    text = scrape_once(
+        [sys.executable, str(STANDIN), "--port", str(PORT), "--enable-metrics",
+         "--standin-load-seconds", "0.1", "--standin-warmup-seconds", "0.1"],
+        PORT,
+    )  # fmt: skip
     exported = {line.split()[0].split("{")[0] for line in text.splitlines()
                 if line and not line.startswith("#")}  # fmt: skip
     assert exported, "the stand-in served no metrics"
@@ -164,30 +169,13 @@ def test_the_dcgm_standin_serves_the_dashboards_series_on_its_address(dashboard,
     script.write_text(repo.DCGM_EXPORTER_SCRIPT.replace("@PAIR@", repo.DCGM_EXPORTER_PAIR))
     counters = tmp_path / "default-counters.csv"
     counters.write_text(repo.dcgm_counters_csv())
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", DCGM_PORT)) == 0:
-            pytest.fail(f"port {DCGM_PORT} is taken: this test needs it")
     bad = subprocess.run([sys.executable, str(script), "--address", "nowhere"],
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert bad.returncode != 0 and "expected HOST:PORT" in bad.stderr
-    proc = subprocess.Popen(
+    text = scrape_once(
         [sys.executable, str(script), "-f", str(counters), "--address", f"127.0.0.1:{DCGM_PORT}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        text = ""
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{DCGM_PORT}/metrics", timeout=2
-                ) as r:
-                    text = r.read().decode()
-                break
-            except OSError:
-                time.sleep(0.1)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        DCGM_PORT,
+    )
     series = [line for line in text.splitlines() if line and not line.startswith("#")]
     exported = {line.split("{")[0] for line in series}
     assert exported == known("dcgm-exporter-default-counters.txt")
