@@ -14,9 +14,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts impo
     firmware_kind,
     parse_cmdline_iommu,
     parse_detect_virt,
-    parse_efivar_secure_boot,
     parse_meminfo,
-    parse_mokutil,
     parse_thp,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import (
@@ -146,11 +144,6 @@ def test_small_parsers():
     assert firmware_kind(True, "EDK II", True) == "ovmf"
     assert firmware_kind(False, "SeaBIOS", True) == "seabios"
     assert firmware_kind(False, None, False) == UNKNOWN
-    assert parse_mokutil("SecureBoot enabled\n") == "enabled"
-    assert parse_mokutil("This system doesn't support Secure Boot\n") is None
-    assert parse_mokutil("EFI variables are not supported on this system") == "disabled"
-    assert parse_efivar_secure_boot(b"\x06\x00\x00\x00\x00") == "disabled"
-    assert parse_efivar_secure_boot(b"") is None
     assert parse_meminfo("MemTotal:  100 kB\nbogus\n") == {"MemTotal": 100}
     assert parse_thp("always [madvise] never") == "madvise"
     assert parse_thp("") == UNKNOWN

@@ -17,7 +17,6 @@ PROPRIETARY_PROC = (
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
     "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
 )
-EFIVAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e098032b8c"
 
 
 def write(root: Path, path: str, content: str | bytes) -> None:
@@ -106,50 +105,6 @@ def test_parse_dpkg_query_keeps_installed_and_reads_holds():
             "state": "installed",
         },
     ]
-
-
-@pytest.mark.parametrize(
-    ("data", "state"),
-    [
-        (b"\x06\x00\x00\x00\x01", "enabled"),
-        (b"\x06\x00\x00\x00\x00", "disabled"),
-        (b"\x06", "unknown"),
-        (None, "unknown"),
-    ],
-)
-def test_secure_boot_efivar(data, state):
-    assert nd.parse_secure_boot_efivar(data) == state
-
-
-@pytest.mark.parametrize(
-    ("text", "state"),
-    [
-        ("SecureBoot enabled\n", "enabled"),
-        ("SecureBoot disabled\n", "disabled"),
-        ("EFI variables are not supported on this system\n", "disabled"),
-        ("", "unknown"),
-    ],
-)
-def test_mokutil(text, state):
-    assert nd.parse_mokutil(text) == state
-
-
-def test_secure_boot_order(tmp_path):
-    # No EFI directory: a BIOS boot, Secure Boot cannot be on.
-    assert nd.secure_boot_state(str(tmp_path), EFIVAR, None)["state"] == "disabled"
-    # EFI boot, no readable variable, mokutil answers.
-    (tmp_path / "sys/firmware/efi").mkdir(parents=True)
-    assert nd.secure_boot_state(str(tmp_path), EFIVAR, "SecureBoot enabled\n") == {
-        "state": "enabled",
-        "source": "mokutil --sb-state",
-    }
-    assert nd.secure_boot_state(str(tmp_path), EFIVAR, None)["state"] == "unknown"
-    # The efivar wins over mokutil (it is also the seam the molecule test points elsewhere).
-    write(tmp_path, EFIVAR, b"\x06\x00\x00\x00\x00")
-    assert nd.secure_boot_state(str(tmp_path), EFIVAR, "SecureBoot enabled\n") == {
-        "state": "disabled",
-        "source": EFIVAR,
-    }
 
 
 def test_h200_host_tree(tmp_path):

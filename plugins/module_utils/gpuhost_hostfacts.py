@@ -5,7 +5,7 @@
 #   systemd-detect-virt --vm / --container   (rc 1 and "none" when there is none)
 #   /sys/class/dmi/id/{product_name,sys_vendor,bios_vendor}  Q35 shows as
 #       "Standard PC (Q35 + ICH9, 2009)"; OVMF as bios_vendor "EDK II"
-#   /sys/firmware/efi, mokutil --sb-state, efivars SecureBoot-8be4df61-...
+#   /sys/firmware/efi; Secure Boot through gpuhost_secure_boot (efivarfs, then mokutil)
 #   /proc/meminfo, /sys/kernel/mm/transparent_hugepage/enabled, /sys/devices/system/node
 #   /sys/kernel/iommu_groups, /proc/cmdline, /sys/class/infiniband
 # Everything touches the machine only through Probe, so tests substitute recorded files.
@@ -17,8 +17,11 @@ import re
 import shutil
 import subprocess
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secure_boot import (
+    read_secure_boot,
+)
+
 UNKNOWN = "unknown"
-EFI_SECURE_BOOT_VAR = "firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 
 class Probe:
@@ -117,22 +120,6 @@ def firmware_kind(efi_present, bios_vendor, dmi_readable):
         return "bios"
     # No DMI and no EFI: a direct kernel boot (firecracker, qemu -kernel) or a hidden /sys.
     return UNKNOWN
-
-
-def parse_mokutil(text):
-    lowered = (text or "").lower()
-    if "secureboot enabled" in lowered:
-        return "enabled"
-    if "secureboot disabled" in lowered or "not supported" in lowered:
-        return "disabled"
-    return None
-
-
-def parse_efivar_secure_boot(raw):
-    """efivarfs files are 4 attribute bytes then the value; SecureBoot is one byte 0/1."""
-    if raw is None or len(raw) < 5:
-        return None
-    return "enabled" if raw[4] == 1 else "disabled"
 
 
 def parse_meminfo(text):
@@ -359,15 +346,11 @@ def _container_from_evidence(probe):
 
 
 def _secure_boot(probe, efi_present, unknown):
-    if not efi_present:
-        # Secure Boot is a UEFI feature: a legacy-BIOS or direct-boot system cannot have it.
-        return "disabled"
-    rc, out, _err = probe.run(["mokutil", "--sb-state"])
-    state = parse_mokutil(out) if rc is not None else None
-    if state:
-        return state
-    state = parse_efivar_secure_boot(probe.read_bytes("/sys/" + EFI_SECURE_BOOT_VAR))
-    if state:
-        return state
-    unknown["secure_boot"] = "mokutil not found and SecureBoot efivar not readable"
-    return UNKNOWN
+    def mokutil():
+        rc, out, _err = probe.run(["mokutil", "--sb-state"])
+        return out if rc is not None else None
+
+    found = read_secure_boot(probe.read_bytes, efi_present, mokutil)
+    if found["state"] == UNKNOWN:
+        unknown["secure_boot"] = found["source"]
+    return found["state"]

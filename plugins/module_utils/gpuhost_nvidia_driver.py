@@ -11,9 +11,12 @@ import glob
 import os
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secure_boot import (
+    EFI_DIR,
+    read_secure_boot,
+)
+
 NVIDIA_PCI_VENDOR = "0x10de"
-# The EFI global-variable GUID under which firmware publishes the SecureBoot variable.
-SECURE_BOOT_EFIVAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e098032b8c"
 
 # Names of the packages that make up an NVIDIA driver install on Debian and Ubuntu
 # (NVIDIA's CUDA repo and the distro archives). Together with a version that starts
@@ -129,24 +132,6 @@ def parse_dpkg_query(text: str) -> list[dict]:
     return packages
 
 
-def parse_secure_boot_efivar(data: bytes | None) -> str:
-    """efivarfs data is 4 bytes of attributes then the value: 1 = Secure Boot on."""
-    if data is None or len(data) < 5:
-        return "unknown"
-    return "enabled" if data[4] == 1 else "disabled"
-
-
-def parse_mokutil(text: str | None) -> str:
-    if not text:
-        return "unknown"
-    lowered = text.lower()
-    if "secureboot enabled" in lowered:
-        return "enabled"
-    if "secureboot disabled" in lowered or "not supported" in lowered:
-        return "disabled"
-    return "unknown"
-
-
 def pci_functions(root: str) -> list[dict]:
     """NVIDIA PCI functions from sysfs: bus id, class and device id."""
     found = []
@@ -174,17 +159,14 @@ def is_nvswitch(function: dict) -> bool:
     return function.get("class", "").startswith("0x0680")
 
 
-def secure_boot_state(root: str, efivar: str, mokutil_output: str | None) -> dict:
-    """Secure Boot from the efivar (the test seam), else mokutil, else the firmware type."""
-    data = read_bytes(under(root, efivar))
-    if data is not None:
-        return {"state": parse_secure_boot_efivar(data), "source": efivar}
-    if not os.path.isdir(under(root, "/sys/firmware/efi")):
-        # Legacy BIOS boot has no Secure Boot at all.
-        return {"state": "disabled", "source": "no /sys/firmware/efi (BIOS boot)"}
-    if mokutil_output is not None:
-        return {"state": parse_mokutil(mokutil_output), "source": "mokutil --sb-state"}
-    return {"state": "unknown", "source": "EFI boot, SecureBoot variable not readable"}
+def secure_boot_state(root: str, efivar: str, run_mokutil) -> dict:
+    """Secure Boot through the one reader (gpuhost_secure_boot), files read under `root`."""
+    return read_secure_boot(
+        lambda path: read_bytes(under(root, path)),
+        os.path.isdir(under(root, EFI_DIR)),
+        run_mokutil,
+        efivar,
+    )
 
 
 def loaded_driver(root: str) -> dict:

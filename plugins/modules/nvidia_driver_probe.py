@@ -10,7 +10,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_activat
     gpu_holders,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver import (
-    SECURE_BOOT_EFIVAR,
     flavour_from_license,
     is_driver_family,
     is_gpu,
@@ -19,6 +18,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver 
     parse_dpkg_query,
     pci_functions,
     secure_boot_state,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secure_boot import (
+    SECURE_BOOT_EFIVAR,
 )
 
 DOCUMENTATION = r"""
@@ -37,10 +39,11 @@ options:
     default: /
   secure_boot_efivar:
     description:
-      - The efivarfs file holding the SecureBoot variable. Tests point it at a fake file
-        (a test double); on real hosts keep the default.
+      - The efivarfs file holding the SecureBoot variable (the EFI global variable GUID). Tests
+        point it at a fake file (a test double); on real hosts keep the default. Read by
+        plugins/module_utils/gpuhost_secure_boot.py, the one reader for every role.
     type: path
-    default: /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e098032b8c
+    default: /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
 author: gpuhost
 """
 
@@ -115,7 +118,6 @@ def main():
     live = root == "/"
 
     functions = pci_functions(root)
-    mokutil = _run(module, ["mokutil", "--sb-state"]) if live else None
     license_text = _run(module, ["modinfo", "-F", "license", "nvidia"]) if live else None
     dpkg_out = (
         _run(module, ["dpkg-query", "-W", "-f=${Package}\t${Version}\t${Status}\n"])
@@ -134,7 +136,11 @@ def main():
         holders=gpu_holders(root, [f["bus_id"] for f in functions if is_gpu(f)]),
         gpu_present=any(is_gpu(f) for f in functions),
         nvswitch_present=nvswitch_present(root, functions),
-        secure_boot=secure_boot_state(root, module.params["secure_boot_efivar"], mokutil),
+        secure_boot=secure_boot_state(
+            root,
+            module.params["secure_boot_efivar"],
+            lambda: _run(module, ["mokutil", "--sb-state"]) if live else None,
+        ),
         packages=packages,
         dpkg=dpkg_out is not None,
     )
