@@ -25,7 +25,7 @@ help:
 
 $(VENV)/.stamp: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
-	@test -x $(VENV)/bin/uv || $(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@test -x $(VENV)/bin/uv || $(PY) -m pip install -q --disable-pip-version-check --require-hashes --only-binary :all: --no-deps -r locks/uv-$(UV_VERSION).txt
 	@VIRTUAL_ENV=$(CURDIR)/$(VENV) $(VENV)/bin/uv pip install -q -e '.[test]'
 	@touch $@
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import email.utils
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -44,6 +45,8 @@ NVCC_BANNERS = {
     "13.0": ("Wed_Aug_20_01:58:59_PM_PDT_2025", "V13.0.88", "cuda_13.0.r13.0/compiler.36424714_0"),
 }
 TOOLKITS = {"12.8": "12.8.1-1", "13.0": "13.0.2-1"}
+# While this file exists in a container, installing gpuhost-standin-interrupted kills its dpkg.
+INTERRUPT_MARKER = "/etc/gpuhost-test/interrupt-dpkg"
 
 
 def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
@@ -221,6 +224,27 @@ def build_distro(out: Path, distro: str, keyring: bytes, arch: str) -> None:
             scripts={"postinst": postinst, "prerm": prerm},
         )
     build_dcgm(out, arch)
+    # For tests/test_5_interrupted_dpkg.py: a package whose postinst, while the marker file
+    # exists, deletes it and SIGKILLs the dpkg that runs it - an install cut off half-way
+    # (a killed apt, a lost connection), leaving dpkg's journal and a half-configured package
+    # behind, the state in which every later apt run fails. Without the marker it configures.
+    interrupt = textwrap.dedent(f"""\
+        #!/bin/sh
+        # {STANDIN}: simulates an interrupted install, once.
+        set -e
+        if [ "$1" = configure ] && [ -e {INTERRUPT_MARKER} ]; then
+          rm -f {INTERRUPT_MARKER}
+          kill -9 "$PPID"
+        fi
+        """)
+    build_deb(
+        out,
+        "gpuhost-standin-interrupted",
+        "1.0-1",
+        "all",
+        {},
+        scripts={"postinst": interrupt},
+    )
     packages = run("dpkg-scanpackages", "--multiversion", ".", cwd=out).stdout
     (out / "Packages").write_text(packages)
     with gzip.open(out / "Packages.gz", "wt") as handle:
@@ -510,6 +534,27 @@ def main() -> None:
             run(*gpg, "--digest-algo", "SHA512", "--armor", "--detach-sign", "-o",
                 str(repo / "Release.gpg"), str(repo / "Release"), env=env)  # fmt: skip
         (out / "README").write_text(STANDIN + "\nBuilt by molecule/nvidia/standin_repo.py.\n")
+        # What the scenario pins for the keyring (cuda_repo_keyring_sha256 and
+        # cuda_repo_keyring_fingerprints, read by ../converge.yml): the sha256 of each
+        # directory's cuda-keyring .deb as built, and the throwaway key's fingerprint as gpg
+        # reports it (independent of the role's own parser).
+        colons = run(*gpg, "--with-colons", "--list-keys", env=env).stdout
+        lines = colons.splitlines()
+        fingerprints = [
+            line.split(":")[9]
+            for previous, line in zip(["", *lines], lines, strict=False)
+            if line.startswith("fpr:") and previous.startswith("pub:")
+        ]
+        pins = {
+            "keyring_sha256": {
+                f"{distro}/x86_64": hashlib.sha256(
+                    (out / distro / "x86_64" / "cuda-keyring_1.1-1_all.deb").read_bytes()
+                ).hexdigest()
+                for distro in DISTROS
+            },
+            "fingerprints": fingerprints,
+        }
+        (out / "pins.json").write_text(json.dumps(pins, indent=2) + "\n")
     finally:
         subprocess.run(("gpgconf", "--kill", "all"), env=env, check=False, capture_output=True)
         shutil.rmtree(home, ignore_errors=True)

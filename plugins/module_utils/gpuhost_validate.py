@@ -87,7 +87,7 @@ def load_role_constraints(roles_dir, load_yaml):
 
 def rule_names(rule):
     """The variables a cross-variable rule reads."""
-    names = [rule[k] for k in ("left", "right", "if", "then", "by", "count") if k in rule]
+    names = [rule[k] for k in ("left", "right", "if", "then", "by", "count", "unless") if k in rule]
     return names + list(rule.get("vars") or [])
 
 
@@ -270,6 +270,13 @@ def _check_constraint(value, rule):
                     f"key {key!r} is not allowed: "
                     + (rule.get("message") or f"keys must match {rule['key_pattern']}")
                 )
+    if "values" in rule and isinstance(value, dict):
+        # The same rule for every value of an open mapping (cuda_repo_keyring_sha256).
+        for key, item in value.items():
+            try:
+                _check_constraint(item, rule["values"])
+            except Invalid as exc:
+                raise Invalid(f"{key!r} {exc}") from exc
     if "keys" in rule and isinstance(value, dict):
         # Per-key rules for a mapping (e.g. one SGLang flag inside sglang_server_flags); a
         # key that is absent, or null (which removes it), is not checked.
@@ -520,6 +527,23 @@ def _check_rule(rule, converted, values):
         return (
             f"{left}: got {_describe(converted[left])}; allowed: {wanted} or newer for "
             f"{by} {converted[by]}{_why(rule)} ({_source(rule)} rule {rule.get('name', kind)})"
+        )
+    if kind == "scheme":
+        # A URL whose scheme is one of `schemes`, unless the (test-only) switch `unless` is
+        # true: cuda_repo_base_url is https:// outside tests.
+        left, unless = rule["left"], rule.get("unless")
+        if left not in converted:
+            return None
+        value = str(converted[left])
+        scheme = value.split("://", 1)[0].lower() if "://" in value else ""
+        allowed = [str(s).lower() for s in rule.get("schemes") or []]
+        if scheme in allowed or (unless and converted.get(unless) is True):
+            return None
+        shown = " or ".join(f"{s}://" for s in allowed)
+        switch = f" ({unless}: true allows others, for tests only)" if unless else ""
+        return (
+            f"{left}: got {_describe(value)}; allowed: a {shown} URL{switch}{_why(rule)} "
+            f"({_source(rule)} rule {rule.get('name', kind)})"
         )
     return f"{_source(rule)}: rule {rule.get('name', '?')} has unknown kind {kind!r}"
 
