@@ -39,7 +39,7 @@ def sh(name: str, command: str, check: bool = True) -> subprocess.CompletedProce
 def dpkg_state(name: str) -> dict:
     status = sh(name, f"dpkg-query -W -f='${{Status}}' {PACKAGE}", check=False).stdout
     journal = sh(name, "ls /var/lib/dpkg/updates | grep -E '^[0-9]+$' || true").stdout.split()
-    apt = sh(name, "apt-get install -y --no-download apt", check=False)
+    apt = sh(name, "apt-get install -y --no-download --no-upgrade apt", check=False)
     return {"status": status, "journal": journal, "apt_rc": apt.returncode, "apt": apt.stderr}
 
 
