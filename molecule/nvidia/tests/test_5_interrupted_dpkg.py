@@ -54,8 +54,9 @@ def interrupted():
         killed = sh(name, f"dpkg -i {deb}", check=False)
         assert killed.returncode != 0, killed.stdout + killed.stderr  # dpkg was killed
         broken[name] = dpkg_state(name)
-    # The same converge as before (branch 580, newest release): what a re-run looks like.
-    wanted = {"nvidia_driver_branch": 580, "nvidia_driver_version": ""}
+    # A re-run that has packages to install (another release of branch 580): apt-get runs,
+    # and without the recovery it stops at "dpkg was interrupted".
+    wanted = {"nvidia_driver_branch": 580, "nvidia_driver_version": "580.95.05"}
     checked = run_playbook(wanted, check=True)
     after_check = {name: dpkg_state(name) for name in names}
     out = run_playbook(wanted)
