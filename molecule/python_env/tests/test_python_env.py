@@ -101,6 +101,17 @@ def test_uv_is_pinned_and_root_owned(host):
     assert host.file(UV).user == "root"
 
 
+def test_uv_came_from_its_hashed_requirement(host):
+    # Root installed uv with pip --require-hashes --only-binary :all: from the repository's
+    # locks/uv-0.9.30.txt; its copy stays, root-owned, in the tool venv (pip refuses any file
+    # whose sha256 it does not list).
+    copy = host.file("/opt/gpuhost/uv/gpuhost-uv-requirements.txt")
+    assert copy.user == "root" and copy.mode == 0o644
+    text = copy.content_string
+    assert re.search(r"(?m)^uv==0\.9\.30 ", text)
+    assert len(set(re.findall(r"--hash=sha256:([0-9a-f]{64})", text))) >= 10
+
+
 @pytest.mark.parametrize("path", [*CACHES, "/var/cache/gpuhost-uv"])
 def test_caches_writable_by_service_account(host, path):
     f = host.file(path)
