@@ -84,7 +84,10 @@ def test_fingerprints_match_gpg(keys):
 
 
 def _check(sha, pin, keyrings, allowed):
-    return kr.check(sha, pin, keyrings, allowed, "debian12/x86_64", "pins", "fprs")
+    """The problems (each refuses the package); warnings must be none."""
+    problems, warnings = kr.check(sha, pin, keyrings, allowed, "debian12/x86_64", "pins", "fprs")
+    assert warnings == []
+    return problems
 
 
 def test_the_pinned_package_with_the_allowed_key_passes(tmp_path, keys):
@@ -105,11 +108,34 @@ def test_a_changed_package_is_refused(tmp_path, keys):
     ]
 
 
-def test_no_pin_names_the_file_sha256(tmp_path, keys):
+def test_no_pin_goes_on_with_a_warning_naming_the_variable(tmp_path, keys):
+    # NVIDIA's real repository cannot be reached from where the defaults are written, so no
+    # sha256 ships: a first install must not stop here, but say that the sha256 went unchecked.
     fpr, binary, _ = keys["trusted"]
     sha, keyrings = _read(_deb(tmp_path, {"/usr/share/keyrings/cuda-archive-keyring.gpg": binary}))
-    [problem] = _check(sha, "", keyrings, [fpr])
-    assert "pins has no sha256 for 'debian12/x86_64'" in problem and sha in problem
+    for pin in ("", "  ", None):
+        problems, [warning] = kr.check(sha, pin, keyrings, [fpr], "debian12/x86_64", "pins", "fprs")
+        assert problems == []
+        assert warning.startswith("pins has no sha256 for 'debian12/x86_64'")
+        assert "not checked" in warning and sha in warning
+        assert f"pins: {{'debian12/x86_64': '{sha}'}}" in warning
+
+
+def test_no_pin_still_refuses_a_key_that_is_not_allowed(tmp_path, keys):
+    # The fingerprint check does not depend on the pin: an unpinned package with a key the
+    # inventory does not list is refused (and the warning about the pin is still given).
+    fpr, binary, _ = keys["trusted"]
+    other_fpr, other, _ = keys["other"]
+    sha, keyrings = _read(_deb(tmp_path, {"/usr/share/keyrings/cuda-archive-keyring.gpg": other}))
+    problems, [warning] = kr.check(sha, "", keyrings, [fpr], "debian12/x86_64", "pins", "fprs")
+    assert problems == [
+        f"/usr/share/keyrings/cuda-archive-keyring.gpg holds key {other_fpr}, "
+        "which fprs does not list"
+    ]
+    assert "pins has no sha256" in warning
+    # An empty allow-list allows nothing.
+    problems, _ = kr.check(sha, "", keyrings, [], "debian12/x86_64", "pins", "fprs")
+    assert "fprs is empty: no key may be trusted" in problems
 
 
 def test_an_extra_key_is_refused_even_when_pinned(tmp_path, keys):

@@ -73,13 +73,20 @@ def test_keyring_pins_shape():
     assert "an OpenPGP key fingerprint" in error
     spaced = "EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC".replace("  ", " ")
     assert errors_for({"cuda_repo_keyring_fingerprints": [spaced]}) == []
+    # The key check is always on: no list of allowed keys is no way to switch it off.
+    [error] = errors_for({"cuda_repo_keyring_fingerprints": []})
+    assert error.startswith("cuda_repo_keyring_fingerprints:")
 
 
-def test_default_fingerprint_is_nvidias_cuda_key():
-    # NVIDIA documents the key of its Debian/Ubuntu CUDA repositories by its short id 3bf863cc.
+def test_default_fingerprints_are_nvidias_cuda_keys():
+    # NVIDIA names the keys of its Debian/Ubuntu CUDA repositories by short id: 3bf863cc, and
+    # 8793F200 for the Debian 13 repository (role cuda_repo's defaults cite where).
     defaults = _load(ROOT / "roles/cuda_repo/defaults/main.yml")
-    [fpr] = defaults["cuda_repo_keyring_fingerprints"]
-    assert fpr.lower().endswith("3bf863cc") and len(fpr) == 40
+    fprs = defaults["cuda_repo_keyring_fingerprints"]
+    assert [f[-8:].lower() for f in fprs] == ["3bf863cc", "8793f200"]
+    assert all(len(f) == 40 and f == f.upper() for f in fprs)
+    # No sha256 is shipped: a first install has none to compare with (it warns instead).
+    assert defaults["cuda_repo_keyring_sha256"] == {}
 
 
 def test_the_stand_in_scenario_uses_the_switch_and_pins():
@@ -87,6 +94,12 @@ def test_the_stand_in_scenario_uses_the_switch_and_pins():
     assert play["cuda_repo_base_url"].startswith("file://")
     assert play["cuda_repo_allow_insecure_sources_for_tests"] is True
     assert "pins.json" in play["_standin_pins"]
+    # The metrics scenario installs the DCGM exporter from the same stand-in repository.
+    metrics = _load(ROOT / "molecule/metrics/host_vars/gpuhost-metrics-deb12.yml")
+    assert metrics["cuda_repo_base_url"].startswith("file://")
+    assert metrics["cuda_repo_allow_insecure_sources_for_tests"] is True
+    assert "pins.json" in metrics["_metrics_standin_pins"]
+    assert "fingerprints" in metrics["cuda_repo_keyring_fingerprints"]
 
 
 # ---------------------------------------------------------------- uv

@@ -1,8 +1,11 @@
 """Which OpenPGP keys a keyring file holds, and is a keyring package the pinned one?
 
 Pure code behind the `deb_keyring` module, which role cuda_repo runs on NVIDIA's cuda-keyring
-.deb before installing it: the file's sha256 must be the pinned one, and every primary key
-the package would make apt trust must carry a fingerprint the inventory allows.
+.deb before installing it: every primary key the package would make apt trust must carry a
+fingerprint the inventory allows (always), and the file's sha256 must be the pinned one when
+one is pinned for that repository directory. With no pin the check goes on with a warning
+that names the pin variable and the file's sha256: a first install from NVIDIA's repository
+needs no pin recorded beforehand, and the key check still holds.
 
 Fingerprints are computed as OpenPGP defines them (RFC 4880 section 12.2 for version 4 keys:
 SHA-1 over 0x99, the two-octet length of the public-key packet body and the body; RFC 9580
@@ -143,26 +146,30 @@ def check(
     where: str,
     sha_var: str,
     fpr_var: str,
-) -> list[str]:
-    """Problems with a keyring package; [] when it is the pinned one with only allowed keys.
+) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of a keyring package; no problems when it may be installed.
 
     keyrings: {file in the package: keyring_keys(...)}; where: the pin's key in sha_var
-    (e.g. "debian12/x86_64").
+    (e.g. "debian12/x86_64"). The key fingerprints are always checked; the sha256 only when
+    pinned_sha256 is set (otherwise a warning names sha_var, `where` and the file's sha256).
     """
-    problems = []
+    problems, warnings = [], []
     pinned = (pinned_sha256 or "").strip().lower()
     if not pinned:
-        problems.append(
-            f"{sha_var} has no sha256 for {where!r}; this file's is {sha256}. Check it against "
-            f"a copy fetched another way, then set {sha_var}: {{{where!r}: '{sha256}'}}"
+        warnings.append(
+            f"{sha_var} has no sha256 for {where!r}, so the keyring package's sha256 was not "
+            f"checked (its keys were). This file's sha256 is {sha256}: check it against a copy "
+            f"fetched another way, then pin it: {sha_var}: {{{where!r}: '{sha256}'}}"
         )
     elif pinned != sha256:
         problems.append(f"sha256 {sha256} is not the one pinned in {sha_var}[{where!r}] ({pinned})")
     wanted = {normalize_fingerprint(f) for f in allowed}
+    if not wanted:
+        problems.append(f"{fpr_var} is empty: no key may be trusted")
     found = [(name, fpr) for name, keys in sorted(keyrings.items()) for fpr in keys["primary"]]
     if not found:
         problems.append("the package holds no OpenPGP public key")
     for name, fpr in found:
         if fpr not in wanted:
             problems.append(f"{name} holds key {fpr}, which {fpr_var} does not list")
-    return problems
+    return problems, warnings

@@ -20,7 +20,9 @@ description:
   - Computes the sha256 of a downloaded keyring .deb, reads the OpenPGP keyrings it would
     install (files under usr/share/keyrings, etc/apt/keyrings and etc/apt/trusted.gpg.d, read
     from C(dpkg-deb --fsys-tarfile)) and fails, changing nothing, unless the sha256 is the
-    pinned one and every primary key fingerprint is allowed.
+    pinned one (when a pin is given) and every primary key fingerprint is allowed.
+  - The fingerprints are always checked. Without a pinned sha256 the sha256 is not checked:
+    the module warns, naming the pin variable and the file's sha256, and goes on.
   - Role C(cuda_repo) runs it on NVIDIA's cuda-keyring before C(apt) installs it; the logic is
     plugins/module_utils/gpuhost_keyring.py.
 options:
@@ -29,7 +31,7 @@ options:
     type: path
     required: true
   sha256:
-    description: The pinned sha256 of the .deb; empty fails and names the file's sha256.
+    description: The pinned sha256 of the .deb; empty skips this check with a warning that names the file's sha256.
     type: str
     default: ""
   fingerprints:
@@ -66,6 +68,10 @@ sha256:
   description: The .deb's sha256.
   returned: always
   type: str
+sha256_checked:
+  description: Whether the sha256 was checked against a pin (false - no pin, a warning said so).
+  returned: success
+  type: bool
 keyrings:
   description: Keyring files in the package and the fingerprints of their primary keys and subkeys.
   returned: always
@@ -100,7 +106,7 @@ def main():
     except KeyringError as exc:
         module.fail_json(msg=f"{path}: cannot read its keyrings: {exc}", sha256=sha256)
 
-    problems = check(
+    problems, warnings = check(
         sha256,
         module.params["sha256"],
         keyrings,
@@ -109,13 +115,16 @@ def main():
         module.params["sha256_var"],
         module.params["fingerprints_var"],
     )
+    for warning in warnings:
+        module.warn(warning)
     if problems:
         module.fail_json(
             msg=f"refusing to install {path}: " + "; ".join(problems) + ". Nothing was installed.",
             sha256=sha256,
             keyrings=keyrings,
         )
-    module.exit_json(changed=False, sha256=sha256, keyrings=keyrings)
+    pinned = bool((module.params["sha256"] or "").strip())
+    module.exit_json(changed=False, sha256=sha256, sha256_checked=pinned, keyrings=keyrings)
 
 
 if __name__ == "__main__":
