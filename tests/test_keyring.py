@@ -124,7 +124,7 @@ def test_no_pin_goes_on_with_a_warning_naming_the_variable(tmp_path, keys):
 def test_no_pin_still_refuses_a_key_that_is_not_allowed(tmp_path, keys):
     # The fingerprint check does not depend on the pin: an unpinned package with a key the
     # inventory does not list is refused (and the warning about the pin is still given).
-    fpr, binary, _ = keys["trusted"]
+    fpr = keys["trusted"][0]
     other_fpr, other, _ = keys["other"]
     sha, keyrings = _read(_deb(tmp_path, {"/usr/share/keyrings/cuda-archive-keyring.gpg": other}))
     problems, [warning] = kr.check(sha, "", keyrings, [fpr], "debian12/x86_64", "pins", "fprs")

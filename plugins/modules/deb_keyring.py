@@ -31,7 +31,9 @@ options:
     type: path
     required: true
   sha256:
-    description: The pinned sha256 of the .deb; empty skips this check with a warning that names the file's sha256.
+    description:
+      - The pinned sha256 of the .deb.
+      - Empty skips this check with a warning that names the file's sha256.
     type: str
     default: ""
   fingerprints:
