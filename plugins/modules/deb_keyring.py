@@ -21,7 +21,7 @@ description:
     install (files under usr/share/keyrings, etc/apt/keyrings and etc/apt/trusted.gpg.d, read
     from C(dpkg-deb --fsys-tarfile)) and fails, changing nothing, unless the sha256 is the
     pinned one (when a pin is given) and every primary key fingerprint is allowed.
-  - The fingerprints are always checked. Without a pinned sha256 the sha256 is not checked:
+  - The fingerprints are always checked. Without a pinned sha256 the sha256 is not checked;
     the module warns, naming the pin variable and the file's sha256, and goes on.
   - Role C(cuda_repo) runs it on NVIDIA's cuda-keyring before C(apt) installs it; the logic is
     plugins/module_utils/gpuhost_keyring.py.
