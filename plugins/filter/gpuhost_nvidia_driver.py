@@ -7,9 +7,12 @@ probe | gpuhost.gpu.nvidia_driver_reboot_needed(installed_package_version)      
 version | gpuhost.gpu.nvidia_driver_upstream                                         -> "580.95.05"
 probe | gpuhost.gpu.nvidia_driver_activation(needed, policy, serving, container, local, load_failed)
                                                                           -> {action, reason}
+policy_stdout | gpuhost.gpu.apt_source_cached(url)  -> bool: `apt-cache policy` lists url
 """
 
 from __future__ import annotations
+
+import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils import (
     gpuhost_driver_activation as _activation,
@@ -46,6 +49,25 @@ def nvidia_driver_activation(probe, needed, policy, serving, container, local, l
     )
 
 
+def _location(url: str) -> str:
+    """A source's location without scheme and edge slashes: `apt-cache policy` prints
+    file:///srv/x/ as file:/srv/x and https://h/p/ as https://h/p."""
+    return re.sub(r"^[a-z][a-z0-9+.-]*:/*", "", str(url).strip()).strip("/")
+
+
+def apt_source_cached(policy_stdout, url):
+    """Whether apt's cache holds the source at url (a `apt-cache policy` line names it).
+    False when it was configured but never read: an interrupted run between writing the
+    source and `apt-get update`."""
+    wanted = _location(url)
+    for line in str(policy_stdout or "").splitlines():
+        fields = line.split()
+        # " 500 https://host/path  Packages" or " 500 http://host/debian suite/comp arch Packages"
+        if len(fields) >= 2 and fields[0].isdigit() and _location(fields[1]) == wanted:
+            return True
+    return False
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -53,4 +75,5 @@ class FilterModule:
             "nvidia_driver_reboot_needed": nvidia_driver_reboot_needed,
             "nvidia_driver_upstream": nvidia_driver_upstream,
             "nvidia_driver_activation": nvidia_driver_activation,
+            "apt_source_cached": apt_source_cached,
         }

@@ -1,6 +1,8 @@
 """TEST HARNESS for tests/blank/ (inventory and group_vars beside this file): a fresh systemd
 container that stands in for a blank GPU VM, reached with the docker connection, with the hf
-CLI stand-in (tests/standin/hf_standin.py, a test double) installed as /usr/local/bin/hf-standin.
+CLI stand-in (tests/standin/hf_standin.py, a test double) installed as /usr/local/bin/hf-standin
+and the stand-in NVIDIA apt repository (molecule/nvidia/standin_repo.py, a test double) at
+/srv/nvidia-standin, so the driver and CUDA stages take their real path.
 
 Used by bench/blank_to_serving.py and tests/blank/test_interrupt_rerun.py.
 """
@@ -20,6 +22,8 @@ NAME = os.environ.get("GPUHOST_BLANK_NAME") or "gpuhost-blank-sandbox"
 IMAGE = os.environ.get("GPUHOST_BLANK_IMAGE", "gpuhost/debian:12")
 STANDIN_LOG = "/var/cache/gpuhost/huggingface/hf-standin.log"
 UNIT = "gpuhost-model-download.service"
+STANDIN_REPO = ROOT / ".cache" / "blank" / "standin-repo"
+STANDIN_KEY = ROOT / ".cache" / "blank" / "standin-key.asc"
 
 
 def sh(*argv: str, check: bool = True) -> str:
@@ -30,8 +34,19 @@ def exec_(*argv: str, check: bool = False) -> str:
     return sh("docker", "exec", NAME, *argv, check=check)
 
 
+def standin_repo() -> Path:
+    """The stand-in NVIDIA repository, built once (a few seconds) and kept under .cache/."""
+    if not (STANDIN_REPO / "debian12").is_dir():
+        sh(
+            "python3", str(ROOT / "molecule/nvidia/standin_repo.py"),
+            str(STANDIN_REPO), str(STANDIN_KEY),
+        )  # fmt: skip
+    return STANDIN_REPO
+
+
 def fresh() -> None:
     """A new blank container: systemd as PID 1, nothing of gpuhost on it."""
+    repo = standin_repo()
     sh("docker", "rm", "-f", NAME, check=False)
     sh(
         "docker", "run", "-d", "--name", NAME, "--hostname", NAME,
@@ -52,6 +67,7 @@ def fresh() -> None:
         f"{NAME}:/usr/local/bin/hf-standin",
     )
     exec_("chmod", "0755", "/usr/local/bin/hf-standin", check=True)
+    sh("docker", "cp", f"{repo}/.", f"{NAME}:/srv/nvidia-standin")
 
 
 def exists(path: str) -> bool:
@@ -64,7 +80,12 @@ def remove() -> None:
 
 def provision_cmd(runs_dir: Path, *extra: str) -> list[str]:
     gpuhost = ROOT / ".venv" / "bin" / "gpuhost"
-    return [str(gpuhost), "--runs-dir", str(runs_dir), "provision", "-i", str(INVENTORY), *extra]
+    # --project-dir: this checkout's playbooks and roles, whichever checkout the venv's
+    # editable install points at.
+    return [
+        str(gpuhost), "--project-dir", str(ROOT), "--runs-dir", str(runs_dir),
+        "provision", "-i", str(INVENTORY), *extra,
+    ]  # fmt: skip
 
 
 def env(**download) -> dict:
@@ -74,7 +95,9 @@ def env(**download) -> dict:
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
     }
-    out.update({f"BLANK_{k.upper()}": str(v) for k, v in download.items()})
+    # GPUHOST_*: the CLI hands ansible-playbook only the variables it keeps
+    # (src/gpuhost/environment.py); another name would silently fall back to the defaults.
+    out.update({f"GPUHOST_BLANK_{k.upper()}": str(v) for k, v in download.items()})
     return out
 
 

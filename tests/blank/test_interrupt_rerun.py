@@ -10,6 +10,8 @@ nothing fetched twice; the second converge changes nothing.
   3. provision again does; either way the stand-in resumes its *.incomplete files: every
      MiB is written exactly once over all processes, the server is verified;
   4. provision again -> changed=0.
+The driver and CUDA install from the stand-in NVIDIA repository; the driver's activation is
+recorded as "reboot needed" (a container's kernel is the host's).
 
 Minutes long, so opt-in: GPUHOST_E2E=1 .venv/bin/pytest -q -p no:cacheprovider tests/blank
 (the hub is its stand-in, tests/standin/hf_standin.py, a test double).
@@ -32,6 +34,7 @@ import sandbox
 pytestmark = pytest.mark.skipif(
     os.environ.get("GPUHOST_E2E") != "1", reason="end-to-end, minutes: set GPUHOST_E2E=1"
 )
+TOKEN = "hf_blankTestToken0123456789"  # tests/blank/group_vars/gpu_hosts.yml
 FILES, FILE_MIB, RATE = 3, 64, 2.0  # 192 MiB at 2 MiB/s: ~96 s of download
 
 
@@ -56,9 +59,10 @@ def test_interrupt_and_rerun_download_once(tmp_path):
     total = FILES * FILE_MIB
     sandbox.fresh()
     try:
-        # 1. Ctrl-C during the download.
+        # 1. Ctrl-C during the download; at -vvv, so that a token in a task's arguments,
+        # environment or result would land in the run record (checked at the end).
         proc = subprocess.Popen(
-            sandbox.provision_cmd(tmp_path), env=sandbox.env(**download),
+            [*sandbox.provision_cmd(tmp_path), "-vvv"], env=sandbox.env(**download),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         _wait_for(lambda: sandbox.downloaded_mib() > 16, 1800, "the download to start", proc)
@@ -70,7 +74,7 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         seen = sandbox.exec_("systemctl", "show", sandbox.UNIT) + sandbox.exec_(
             "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
         )
-        assert "hf_blankTestToken" not in seen
+        assert TOKEN not in seen
         assert "HF_TOKEN_PATH=/etc/gpuhost/hf-token" in seen
         mode = sandbox.exec_("stat", "-c", "%a %U", "/etc/gpuhost/hf-token").strip()
         assert mode == "600 gpuhost"
@@ -101,15 +105,30 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         # (config.json is a few bytes).
         # A process killed mid-way logged its last whole MiB: it under-reports by < 1 MiB.
         written = sum(x["written_mib"] for x in last.values())
-        assert total - 1.01 <= written <= total + 0.01, (written, total)
+        assert total - 1.01 <= written <= total + 0.01, (written, total, last)
         assert all(x["token_seen"] for x in log), "the token reaches the downloader by file"
         assert not sandbox.exists("/etc/gpuhost/hf-token"), "the token outlived the download"
         stages = [s["name"] for s in report["stages"]]
         assert "download" in stages and "verify" in stages
+        # The driver came from the stand-in repository; a container cannot load or reboot into
+        # it: the run says so, with the reason, instead of failing or rebooting.
+        act = report["driver_activation"]["gpuhost-blank-sandbox"]
+        assert act["outcome"] == "reboot needed" and "container" in act["reason"], act
+        assert sandbox.exec_("dpkg-query", "-W", "-f=${Version}", "nvidia-open").startswith("580.")
 
         # 4. Nothing left to do.
         again = sandbox.provision(tmp_path, **download)
         assert again["status"] == "successful"
         assert all(h["changed"] == 0 for h in again["hosts"].values()), again["changed_tasks"]
+
+        # The token is in no run record (the -vvv one included) and not in the host's journal.
+        assert any(tmp_path.rglob("*")), "no run record to search"
+        leaked = [
+            str(p) for p in tmp_path.rglob("*")
+            if p.is_file() and TOKEN.encode() in p.read_bytes()
+        ]  # fmt: skip
+        assert not leaked, leaked
+        assert TOKEN not in sandbox.exec_("journalctl", "--no-pager", "-o", "cat")
     finally:
-        sandbox.remove()
+        if os.environ.get("GPUHOST_BLANK_KEEP") != "1":
+            sandbox.remove()
