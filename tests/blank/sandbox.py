@@ -36,7 +36,7 @@ def exec_(*argv: str, check: bool = False) -> str:
 
 def standin_repo() -> Path:
     """The stand-in NVIDIA repository, built once (a few seconds) and kept under .cache/."""
-    if not (STANDIN_REPO / "debian12").is_dir():
+    if not (STANDIN_REPO / "pins.json").is_file():
         sh(
             "python3", str(ROOT / "molecule/nvidia/standin_repo.py"),
             str(STANDIN_REPO), str(STANDIN_KEY),
