@@ -55,7 +55,8 @@ OVERLAPPED = [
     ("Preflight", "preflight", "Read GPU facts", 1, 10),
     ("Host base layer", "base", "Install base packages", 11, 20),
     ("Host base layer", "model_cache", "Start the download in the background", 20, 21),
-    ("NVIDIA driver and CUDA", "nvidia_driver", "Install the NVIDIA driver packages", 22, 60),
+    ("NVIDIA driver and CUDA", "base", "Read dpkg's state", 22, 23),
+    ("NVIDIA driver and CUDA", "nvidia_driver", "Install the NVIDIA driver packages", 23, 60),
     ("NVIDIA driver and CUDA", "nvidia_driver", "Reboot to load the new NVIDIA driver", 60, 100),
     ("NVIDIA driver and CUDA", "cuda_toolkit", "Install CUDA", 100, 130),
     ("Runtime", "python_env", "Sync the venv", 131, 200),
@@ -94,6 +95,8 @@ def test_stages_on_a_common_clock(tmp_path):
         "verify",
     ]
     assert (stages["driver"]["start_s"], stages["driver"]["end_s"]) == (22.0, 60.0)
+    # base's dpkg check that cuda_repo runs before the driver packages is driver time.
+    assert (stages["base"]["start_s"], stages["base"]["end_s"]) == (11.0, 20.0)
     assert stages["reboot"]["duration_s"] == 40.0
     assert (stages["download"]["start_s"], stages["download"]["end_s"]) == (21.0, 240.0)
     # A skipped task is no work: nccl's skipped task does not stretch Python env.

@@ -53,7 +53,8 @@ def _stage_of(data: dict) -> str | None:
             return "download start"  # model_cache_overlap: started before the driver
         return "download wait" if task == _WAIT_TASK else None
     if role == "base":
-        return "base"
+        # cuda_repo runs base's dpkg check before the driver packages: that is driver time.
+        return "base" if play == "Host base layer" else "driver"
     if role in ("nvidia_driver", "cuda_repo"):
         return "reboot" if task in _ACTIVATION_TASKS else "driver"
     if role == "preflight" and play == "NVIDIA driver and CUDA":
