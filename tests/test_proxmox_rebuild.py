@@ -24,10 +24,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _rebuild(bed):
+HUB_TOKEN = "hf_rebuildTestToken0123456789"  # tests/proxmox_standin/rebuild_env.py
+HF_LOG = "/var/cache/gpuhost/huggingface/hf-standin.log"  # the model disk; RebuildBed
+
+
+def _rebuild(bed, *extra):
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "gpuhost"), "--project-dir", str(ROOT), "rebuild",
-         "-i", str(bed.inventory), "-l", "gpu-vm1", "--yes", "--json"],
+         "-i", str(bed.inventory), "-l", "gpu-vm1", "--yes", "--json", *extra],
         capture_output=True, text=True, env=bed.env(), timeout=3000,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
@@ -38,8 +42,19 @@ def test_rebuild_from_nothing_then_again_keeping_the_model_disk(tmp_path):
     from proxmox_standin.rebuild_env import RebuildBed
 
     with RebuildBed(18612, 18623, tmp_path, prefix="gpuhost-rebuild-e2e") as bed:
-        first = _rebuild(bed)
+        # -vvv: a token in a task's arguments, environment or result would land in the record
+        first = _rebuild(bed, "-vvv")
         assert first["status"] == "successful"
+        # Over SSH with sudo, as on a real VM: the hub token reached the downloader (the
+        # stand-in refuses to download without it) through the 0600 file, not through sudo's
+        # command line or environment: sudo logs each command it runs to the journal, and
+        # the hub token is in none of those lines nor anywhere else in the journal.
+        runs = [json.loads(x) for x in bed.vm_exec("cat", HF_LOG).splitlines() if x.strip()]
+        assert runs and all(x["token_seen"] for x in runs), runs
+        journal = bed.vm_exec("journalctl", "--no-pager", "-o", "cat")
+        assert [x for x in journal.splitlines() if "COMMAND=" in x], "sudo logged nothing"
+        assert HUB_TOKEN not in journal
+        assert HUB_TOKEN not in bed.vm_exec("sh", "-c", "cat /var/log/auth.log 2>/dev/null; :")
         stages = [s["stage"] for s in first["stage_times"]]
         assert {"destroy", "create + boot", "wait for SSH", "site: verify"} <= set(stages)
         disk = bed.model_disk()
@@ -60,7 +75,10 @@ def test_rebuild_from_nothing_then_again_keeping_the_model_disk(tmp_path):
         assert bed.model_disk() == disk
         # every Proxmox request the project made passed the schema and permission checks
         assert [e for e in bed.api.log if e["status"] != 200] == []
-        # the token secret is in no run record, artifact or fact cache
+        # neither the Proxmox token secret nor the hub token is in any run record, artifact
+        # or fact cache (the -vvv run included)
         for path in (bed.dir / "runs").rglob("*"):
             if path.is_file():
-                assert bed.secret not in path.read_text(errors="replace"), path
+                text = path.read_text(errors="replace")
+                assert bed.secret not in text, path
+                assert HUB_TOKEN not in text, path

@@ -42,6 +42,8 @@ ALL_PRIVS, PveStandin, StandinServer = _pve.ALL_PRIVS, _pve.PveStandin, _pve.Sta
 DockerVms, ensure_ssh_image = _vms.DockerVms, _vms.ensure_ssh_image
 
 HF_HOME = "/var/cache/gpuhost/huggingface"
+HUB_TOKEN = "hf_rebuildTestToken0123456789"  # fake; model_cache reads $HF_TOKEN
+STANDIN_LOG = "hf-standin.log"  # the hf stand-in's own record, left out of model_disk()
 VMID = 201
 VM = "gpu-vm1"
 
@@ -116,6 +118,12 @@ class RebuildBed(contextlib.AbstractContextManager):
             "model_cache_expected_size_gib": 1,
             "model_cache_free_margin_gib": 1,
             "model_cache_poll_interval": 1,
+            # A fake hub token the stand-in requires: the test searches the -vvv run record
+            # and the VM's journal (where sudo logs every command it runs) for it.
+            "model_cache_download_environment": {
+                "HF_STANDIN_GATED": "1",
+                "HF_STANDIN_LOG": HF_HOME + "/" + STANDIN_LOG,
+            },
         }
         inv = self.dir / "hosts.yml"
         inv.write_text(
@@ -127,10 +135,18 @@ class RebuildBed(contextlib.AbstractContextManager):
         return dict(
             os.environ,
             GPUHOST_PROXMOX_TOKEN_SECRET=self.secret,
+            HF_TOKEN=HUB_TOKEN,
             ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
             GPUHOST_RUNS_DIR=str(self.dir / "runs"),
             PYTHONWARNINGS="ignore",
         )
+
+    def vm_exec(self, *argv):
+        """Run argv in the VM's container as root; its stdout."""
+        return subprocess.run(
+            ["docker", "exec", self.vms.container(VMID), *argv],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
 
     def model_disk(self):
         """{relative path: (size, mtime_ns, sha256)} of the files on the VM's model disk."""
@@ -140,7 +156,7 @@ class RebuildBed(contextlib.AbstractContextManager):
             f"for r,_,fs in os.walk({HF_HOME!r}):\n"
             "  for f in fs:\n"
             "    p=os.path.join(r,f)\n"
-            "    if os.path.islink(p): continue\n"
+            f"    if os.path.islink(p) or f == {STANDIN_LOG!r}: continue\n"
             "    st=os.stat(p); h=hashlib.sha256(open(p,'rb').read()).hexdigest()\n"
             f"    out[os.path.relpath(p,{HF_HOME!r})]=[st.st_size,st.st_mtime_ns,h]\n"
             "json.dump(out,sys.stdout)\n"

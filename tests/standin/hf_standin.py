@@ -12,7 +12,8 @@ resuming any it finds - what the real client does on an interrupted download.
 
 Env: HF_STANDIN_FILES (default 3), HF_STANDIN_FILE_MIB (default 4), HF_STANDIN_CHUNK_DELAY
 (seconds per 1 MiB chunk, default 0.02), HF_STANDIN_FAIL_AFTER_MIB (exit 1 after writing that
-many MiB in this run: an interruption), HF_STANDIN_REQUIRE_TOKEN=1 (exit 1 without HF_TOKEN).
+many MiB in this run: an interruption), HF_STANDIN_GATED=1 (a gated repository: exit 1
+without a token; not named *TOKEN*, which model_cache_download_environment refuses).
 It never prints the token.
 HF_STANDIN_RATE_MIB (MiB/s over the whole run, like a link of that speed; 0 = unlimited) and
 HF_STANDIN_LOG (a file: one JSON line per run with the MiB it wrote, to prove a resume fetches
@@ -102,7 +103,7 @@ def main() -> int:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         print("error: HF_HUB_OFFLINE=1, cannot download", file=sys.stderr)
         return 1
-    if os.environ.get("HF_STANDIN_REQUIRE_TOKEN") == "1" and not _token():
+    if os.environ.get("HF_STANDIN_GATED") == "1" and not _token():
         print("401 Client Error: a token is required for this repository", file=sys.stderr)
         return 1
     home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
