@@ -54,6 +54,7 @@ def catalogue(version="0.5.10.post1", dsa_names=False):
             _flag("--nnodes", type="int"),
             _flag("--revision"),
             _flag("--api-key"),
+            _flag("--admin-api-key"),
             _flag("--trust-remote-code", action="store_true"),
             _flag("--reasoning-parser", choices=["deepseek-r1", "glm45", "qwen3"]),
             _flag("--tool-call-parser", choices=["glm", "glm45", "glm47", "qwen25"]),
@@ -237,7 +238,14 @@ def test_value_types_and_switches():
 
 
 def test_flags_with_their_own_variable_are_refused():
-    for flag in ("--tp-size", "--port", "--api-key", "--model-path", "--disable-custom-all-reduce"):
+    for flag in (
+        "--tp-size",
+        "--port",
+        "--api-key",
+        "--admin-api-key",
+        "--model-path",
+        "--disable-custom-all-reduce",
+    ):
         _, bad = check(flags={flag: True if flag.startswith("--disable") else "x"})
         assert f"{flag} is set through" in only(bad, "errors"), flag
 

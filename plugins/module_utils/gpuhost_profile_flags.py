@@ -26,6 +26,7 @@ RESERVED = {
     "--tensor-parallel-size": "sglang_server_tp_size (or the profile's tp_size)",
     "--revision": "sglang_server_revision (or the profile's revision)",
     "--api-key": "sglang_server_api_key (from Vault or the environment, never a flag)",
+    "--admin-api-key": "the admin key generated on the host (sglang_server_rotate_admin_key)",
     "--disable-custom-all-reduce": (
         "the nccl role's decision (gpuhost_nccl.disable_custom_all_reduce); override it "
         "with nccl_env_overrides.disable_custom_all_reduce"

@@ -121,14 +121,20 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         assert again["status"] == "successful"
         assert all(h["changed"] == 0 for h in again["hosts"].values()), again["changed_tasks"]
 
-        # The token is in no run record (the -vvv one included) and not in the host's journal.
+        # The token and the server's admin key (generated on the host, kept in its root-only
+        # keys file) are in no run record (the -vvv one included) and not in the journal.
+        keys_file = "/etc/gpuhost/sglang-server.keys"
+        admin = sandbox.exec_("sed", "-n", "s/^admin_api_key=//p", keys_file).strip()
+        assert len(admin) >= 40, "no admin key on the host"
         assert any(tmp_path.rglob("*")), "no run record to search"
-        leaked = [
-            str(p) for p in tmp_path.rglob("*")
-            if p.is_file() and TOKEN.encode() in p.read_bytes()
-        ]  # fmt: skip
-        assert not leaked, leaked
-        assert TOKEN not in sandbox.exec_("journalctl", "--no-pager", "-o", "cat")
+        journal = sandbox.exec_("journalctl", "--no-pager", "-o", "cat")
+        for secret in (TOKEN, admin):
+            leaked = [
+                str(p) for p in tmp_path.rglob("*")
+                if p.is_file() and secret.encode() in p.read_bytes()
+            ]  # fmt: skip
+            assert not leaked, leaked
+            assert secret not in journal
     finally:
         if os.environ.get("GPUHOST_BLANK_KEEP") != "1":
             sandbox.remove()

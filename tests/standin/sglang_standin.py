@@ -10,11 +10,18 @@ on (docs/reference.md §3, sglang 0.5.x `srt/entrypoints/http_server.py`):
   `/ping` is always 200 once the port is open;
 - `/v1/models` lists the served model name; `/v1/chat/completions` and `/v1/completions`
   answer (simple arithmetic correctly, so a correctness query works; streaming too);
-- `/server_info` (and the older `/get_server_info`) return the server args and a version;
-- `--api-key`: every path except `/health*`, `/metrics` and `/ping` needs the bearer key;
+- `/server_info` (and the older `/get_server_info`) return the server args and a version,
+  each key's value replaced by `<redacted>`: SGLang returns the keys there, and gpuhost's
+  launcher scrubs them from SGLang's JSON responses (gpuhost-sglang-launch, ScrubSecrets, an
+  ASGI layer); the stand-in is no ASGI app, so it carries that redaction itself;
+- `--api-key` / `--admin-api-key`, decided as SGLang's `srt/utils/auth.py`
+  (`decide_request_auth`, 0.5.10.post1 and 0.5.23) decides them: `/health*`, `/metrics` and
+  `/ping` need no key; admin routes (ADMIN_OPTIONAL: cache flush, weights update, LoRA load,
+  internal state setter, ...) need the admin key when one is set, else the client key; every other
+  path needs the client key when one is set; a refusal is 401 `{"error": "Unauthorized"}`;
 - SIGTERM: health goes 503, in-flight requests drain, then the process exits 0;
-- like SGLang, it logs `server_args=...` (api_key included) at start, so tests can prove
-  that gpuhost's launcher keeps the key out of the journal.
+- like SGLang, it logs `server_args=...` (api_key and admin_api_key included) at start, so
+  tests can prove that gpuhost's launcher keeps the keys out of the journal.
 
 It accepts and ignores every other SGLang flag, so the unit's ExecStart is the same as for
 the real server. It only ever binds loopback: a non-loopback `--host` is replaced by
@@ -38,6 +45,7 @@ numbers modelled on the reference deployment's account (busy 100%, 55% of a 600 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import os
 import re
@@ -51,7 +59,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 VERSION = "0.0.0+standin"
 FAULTS = ("none", "never-healthy", "crash-on-start", "wrong-answers", "slow-start")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-UNAUTHENTICATED = ("/health", "/health_generate", "/metrics", "/ping")
+# SGLang's decide_request_auth lets these prefixes through with no key; /ping is the stand-in's.
+UNAUTHENTICATED = ("/health", "/ready", "/metrics", "/ping")
+# Routes SGLang 0.5.10.post1 marks @auth_level(AuthLevel.ADMIN_OPTIONAL) that the stand-in
+# answers; the others of that list are unknown here (404 after the same auth decision).
+ADMIN_ROUTES = (
+    "/flush_cache",
+    "/update_weights_from_disk",
+    "/load_lora_adapter",
+    "/unload_lora_adapter",
+    "/set_internal_state",
+)
 
 
 def log(message: str) -> None:
@@ -68,6 +86,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--api-key", default=None)
+    parser.add_argument("--admin-api-key", default=None)
     parser.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     parser.add_argument("--enable-metrics", action="store_true")
     parser.add_argument(
@@ -171,12 +190,25 @@ class Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             return {}
 
-    def _authorized(self) -> bool:
-        key = self.state.args.api_key
-        path = self.path.split("?", 1)[0]
-        if not key or path.startswith(UNAUTHENTICATED):
+    def _presented(self, expected: str) -> bool:
+        """SGLang's _check_token: `Authorization: Bearer KEY` or `x-api-key: KEY`."""
+        scheme, _, token = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(token, expected):
             return True
-        return self.headers.get("Authorization", "") == f"Bearer {key}"
+        header = self.headers.get("x-api-key", "")
+        return bool(header) and hmac.compare_digest(header, expected)
+
+    def _authorized(self) -> bool:
+        """SGLang's decide_request_auth for NORMAL and ADMIN_OPTIONAL routes."""
+        args = self.state.args
+        path = self.path.split("?", 1)[0]
+        if path.startswith(UNAUTHENTICATED):
+            return True
+        if path in ADMIN_ROUTES:
+            if args.admin_api_key:
+                return self._presented(args.admin_api_key)
+            return self._presented(args.api_key) if args.api_key else True
+        return self._presented(args.api_key) if args.api_key else True
 
     def _track(self, delta: int) -> None:
         with self.state.lock:
@@ -221,8 +253,12 @@ class Handler(BaseHTTPRequestHandler):
             }
             self._send(200, {"object": "list", "data": [model]})
         elif path in ("/server_info", "/get_server_info"):
-            # SGLang returns its ServerArgs here (api_key included, behind the key).
+            # SGLang returns its ServerArgs here, both keys included; gpuhost's launcher
+            # redacts them (see the module docstring).
             info = {k: v for k, v in vars(args).items() if not k.startswith("standin_")}
+            for name in ("api_key", "admin_api_key"):
+                if info.get(name):
+                    info[name] = "<redacted>"
             info.update(version=VERSION, standin=True, internal_states=[{}])
             self._send(200, info)
         elif path == "/get_model_info":
@@ -265,6 +301,10 @@ class Handler(BaseHTTPRequestHandler):
             self._complete(body, str(prompt), chat=False)
         elif path == "/flush_cache":
             self._send(200, b"Cache flushed.\n", "text/plain")
+        elif path == "/update_weights_from_disk":
+            self._send(200, {"success": True, "message": "stand-in: weights unchanged"})
+        elif path in ("/load_lora_adapter", "/unload_lora_adapter"):
+            self._send(200, {"success": True, "message": "stand-in: no adapters"})
         else:
             self._send(404, {"detail": "Not Found"})
 
@@ -370,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         return nvidia_smi_standin(argv[1:])
     args, ignored = parse_args(argv)
     log("STAND-IN for sglang.launch_server (gpuhost test double, not SGLang)")
-    # The same startup line SGLang prints (api_key included, as SGLang does).
+    # The same startup line SGLang prints (both keys included, as SGLang does).
     shown = {k: v for k, v in vars(args).items() if not k.startswith("standin_")}
     log("server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")")
     if ignored:

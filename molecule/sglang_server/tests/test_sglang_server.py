@@ -22,6 +22,7 @@ INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 SERVICE = "sglang-server"
 UNIT = f"/etc/systemd/system/{SERVICE}.service"
 ENV_FILE = f"/etc/gpuhost/{SERVICE}.env"
+KEYS_FILE = f"/etc/gpuhost/{SERVICE}.keys"
 KNOWN_GOOD = "/var/lib/gpuhost/sglang_server/known-good"
 API_KEY = "gpuhost-test-apikey-5f0c1d2e3b4a"  # host_vars of this scenario
 HF_TOKEN = "hf_gpuhostTestToken7c9e2a41"
@@ -330,9 +331,18 @@ def test_back_to_the_converged_config(host):
 # --- secrets -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("secret", [API_KEY, HF_TOKEN], ids=["api_key", "hf_token"])
-def test_secrets_appear_nowhere_but_the_root_only_env_files(host, secret):
-    allowed = {ENV_FILE, f"{KNOWN_GOOD}/env"} if secret == API_KEY else set()
+@pytest.mark.parametrize(
+    "secret", [API_KEY, HF_TOKEN, "admin"], ids=["api_key", "hf_token", "admin_key"]
+)
+def test_secrets_appear_nowhere_but_the_root_only_keys_file(host, secret):
+    # The keys (the client's and the admin key the host generated) live in the keys file only.
+    if secret == "admin":
+        secret = next(
+            line.split("=", 1)[1]
+            for line in host.file(KEYS_FILE).content_string.splitlines()
+            if line.startswith("admin_api_key=")
+        )
+    allowed = {KEYS_FILE} if secret != HF_TOKEN else set()
     found = host.run(
         f"grep -rlaF -- '{secret}' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
     ).stdout.split()
@@ -346,4 +356,5 @@ def test_secrets_appear_nowhere_but_the_root_only_env_files(host, secret):
         assert secret not in output
     # The key did reach the server: the journal shows it masked where SGLang prints it.
     if secret == API_KEY:
-        assert "api_key='***'" in host.check_output(f"journalctl --no-pager -u {SERVICE}")
+        journal = host.check_output(f"journalctl --no-pager -u {SERVICE}")
+        assert "api_key='***'" in journal and "admin_api_key='***'" in journal
