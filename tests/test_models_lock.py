@@ -173,8 +173,13 @@ def project(tmp_path):
     (tmp_path / "gpu.json").write_text(json.dumps(facts["gpuhost_gpu"]))
     inv = tmp_path / "inv"
     inv.mkdir()
+    # The profile ships a sha; these tests follow a branch, as an inventory that asks for one.
     hosts = {
-        name: {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        name: {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "sglang_server_revision": "main",
+        }
         for name in ("h1", "h2")
     }
     (inv / "hosts.yml").write_text(

@@ -19,7 +19,12 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile
 ROOT = Path(__file__).resolve().parents[1]
 
 
-REFERENCE = yaml.safe_load((ROOT / "profiles" / "glm5-nvfp4-8x-rtx-pro-6000.yml").read_text())
+# With the commit the models lock pins its branch to (it passes --trust-remote-code, which the
+# validator serves only from a sha: tests/test_profile_remote_code.py).
+REFERENCE = {
+    **yaml.safe_load((ROOT / "profiles" / "glm5-nvfp4-8x-rtx-pro-6000.yml").read_text()),
+    "revision": "0123456789abcdef0123456789abcdef01234567",
+}
 REAL_CATALOGUES = sorted((ROOT / "data" / "sglang").glob("catalogue-*.json"))
 
 
@@ -123,7 +128,8 @@ def only(result, kind):
 
 EXPECTED_ARGS = (
     "--model-path lukealonso/GLM-5-NVFP4 --served-model-name glm-5 --host 127.0.0.1 "
-    "--port 30000 --tp-size 8 --reasoning-parser glm45 --tool-call-parser glm47 "
+    "--port 30000 --tp-size 8 --revision 0123456789abcdef0123456789abcdef01234567 "
+    "--reasoning-parser glm45 --tool-call-parser glm47 "
     "--trust-remote-code --quantization modelopt_fp4 --kv-cache-dtype bf16 "
     "--attention-backend flashinfer --moe-runner-backend flashinfer_cutlass "
     "--mem-fraction-static 0.92 --max-running-requests 64 --disable-custom-all-reduce"

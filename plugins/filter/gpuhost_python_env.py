@@ -6,6 +6,7 @@ probe | gpuhost.gpu.python_env_sync_reason(marker, sha256, choice) -> why to re-
 probe | gpuhost.gpu.python_env_venv_needs_clear(choice) -> rebuild the venv from empty
 marker | gpuhost.gpu.flashinfer_cache_stale(versions) -> wipe FlashInfer's JIT cache
 root | gpuhost.gpu.python_env_cache_env           -> {FLASHINFER_WORKSPACE_BASE: ..., ...}
+paths | gpuhost.gpu.python_env_paths_inside(dirs)  -> ["<var>: <path> is inside <dir>", ...]
 stdout | gpuhost.gpu.python_env_smoke             -> the smoke test's versions
 expected | gpuhost.gpu.version_mismatches(installed) -> ["torch: lock 2.9.1, installed ..."]
 text | gpuhost.gpu.parse_check_env                -> sglang.check_env's "Key: value" lines
@@ -83,6 +84,9 @@ class FilterModule:
                 m or None, dict(v)
             ),
             "python_env_cache_env": lambda root: _logic.cache_env(str(root)),
+            "python_env_paths_inside": lambda paths, writable: _logic.paths_inside(
+                dict(paths), list(writable)
+            ),
             "python_env_smoke": smoke,
             "version_mismatches": lambda e, i: _logic.version_mismatches(dict(e), dict(i)),
             "parse_check_env": lambda text: _logic.parse_check_env(str(text)),

@@ -104,6 +104,10 @@ def _intlike(value):
     return isinstance(value, str) and re.fullmatch(r"[-+]?\d+", value.strip()) is not None
 
 
+# A model revision that is a commit (what --trust-remote-code needs; gpuhost_models_lock.SHA).
+REVISION_SHA = re.compile(r"[0-9a-f]{40}")
+
+
 # --------------------------------------------------------------------------------------
 # resolve
 
@@ -199,6 +203,37 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
 
     def has(name):
         return cat.options.get(name, name) in canon
+
+    # --trust-remote-code runs Python from the model repository inside the server: only from
+    # a commit sha (a branch moves under the operator: whoever can push to it runs code on the
+    # host). The revision checked is the one served, after the models lock pinned a branch.
+    trust = get("--trust-remote-code")
+    revision = str(effective.get("revision") or "")
+    if (
+        trust not in (None, False, "false", "False")
+        and not REVISION_SHA.fullmatch(revision)
+        and not str(effective.get("model", "")).startswith("/")
+    ):
+        message = (
+            f"revision: got {revision!r} for {effective.get('model')} with --trust-remote-code; "
+            "allowed: a 40-hex commit sha, because the server runs the repository's own Python "
+            "code at that revision and a branch can move. Pin it in the profile's revision, "
+            "in sglang_server_revision, or in the inventory's models lock "
+            "(sglang_server_models_lock: the first run that reaches the hub pins the branch "
+            "there), or drop --trust-remote-code"
+        )
+        if policy.get("standin"):
+            notes.append(f"{message} (not enforced: the stand-in runs no model code)")
+            findings.append(
+                _finding("trust_remote_code", "pass", "stand-in: no model code runs here")
+            )
+        else:
+            errors.append(message)
+            findings.append(_finding("trust_remote_code", "fail", message, "pin a commit sha"))
+    elif trust not in (None, False, "false", "False"):
+        findings.append(
+            _finding("trust_remote_code", "pass", f"remote code only from commit {revision[:12]}")
+        )
 
     count, sms = gpu_summary(gpu)
     no_gpu = count is None or count == 0

@@ -277,10 +277,26 @@ def _venv_python_problem(probe: dict, choice: dict | None) -> str | None:
     return None
 
 
+def paths_inside(paths: dict[str, str], writable: list[str]) -> list[str]:
+    """'<variable>: <path> is inside <dir>' for each root-owned path at or under a directory
+    the service can write (normalised, so /a/./b and /a/b/ count as /a/b)."""
+    problems = []
+    roots = [os.path.normpath(str(w)) for w in writable if str(w or "").strip()]
+    for name, path in paths.items():
+        norm = os.path.normpath(str(path))
+        for root in roots:
+            if norm == root or norm.startswith(root.rstrip("/") + "/"):
+                problems.append(f"{name}: {path} is inside {root}")
+                break
+    return problems
+
+
 def sync_reason(
     marker: dict | None, lock_sha256: str, probe: dict, choice: dict | None = None
 ) -> str | None:
     """Why the venv has to be (re)built or re-synced; None when it matches the lock."""
+    if probe.get("venv_not_root"):
+        return f"venv not root's ({probe['venv_not_root']})"
     if not probe.get("venv_python_version"):
         return "no venv yet" if not probe.get("venv_exists") else "venv has no working python"
     problem = _venv_python_problem(probe, choice)
@@ -295,10 +311,11 @@ def sync_reason(
 
 def venv_needs_clear(probe: dict, choice: dict | None = None) -> bool:
     """A venv whose interpreter is gone, another minor version or from the other source is
-    rebuilt from empty."""
+    rebuilt from empty, and so is one the service account could have written (owned by it
+    before the venv became root's)."""
     if not probe.get("venv_exists"):
         return False
-    if not probe.get("venv_python_version"):
+    if probe.get("venv_not_root") or not probe.get("venv_python_version"):
         return True
     return _venv_python_problem(probe, choice) is not None
 

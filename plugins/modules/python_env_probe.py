@@ -67,6 +67,13 @@ venv_python_version:
   description: The venv's Python version; empty when it has none that runs.
   type: str
   returned: always
+venv_not_root:
+  description:
+    - Why the venv is not root's alone (a part the interpreter is reached through, or its
+      C(pyvenv.cfg), is owned by another account or writable by group or others); empty when
+      it is. The venv's Python is not run then (root would run a file another account wrote).
+  type: str
+  returned: always
 venv_home:
   description: The venv's pyvenv.cfg C(home) (its interpreter's directory); empty when absent.
   type: str
@@ -122,6 +129,27 @@ def _venv_home(venv):
                     return value.strip()
     except OSError:
         pass
+    return ""
+
+
+def _venv_not_root(venv):
+    """Why root must not run this venv's Python: the directories and links leading to its
+    interpreter, and pyvenv.cfg (which decides sys.prefix), must be root's and not writable
+    by group or others. A missing path is no reason (the venv is then rebuilt anyway)."""
+    for part in ("", "bin", os.path.join("bin", "python"), "pyvenv.cfg"):
+        path = os.path.join(venv, part) if part else venv
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        if st.st_uid != 0:
+            return f"{path} is owned by {owner}"
+        if not stat.S_ISLNK(st.st_mode) and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{path} is writable by group or others ({stat.S_IMODE(st.st_mode):04o})"
     return ""
 
 
@@ -190,13 +218,15 @@ def main():
     managed, managed_version = _managed_python(
         module, p["python_install_dir"], p["python_install_version"]
     )
+    not_root = _venv_not_root(p["venv"])
     module.exit_json(
         changed=False,
         python_version=_run_version(module, [p["python"], *_VERSION]),
         venv_exists=os.path.isdir(p["venv"]),
-        venv_python_version=_run_version(
-            module, [os.path.join(p["venv"], "bin", "python"), *_VERSION]
-        ),
+        venv_not_root=not_root,
+        venv_python_version=""
+        if not_root
+        else _run_version(module, [os.path.join(p["venv"], "bin", "python"), *_VERSION]),
         venv_home=_venv_home(p["venv"]),
         managed_python=managed,
         managed_python_version=managed_version,

@@ -1,6 +1,8 @@
-"""State role python_env must leave: the venv is exactly its lock, owned by the service
-account, checked clean, with writable compile caches (run by molecule's testinfra after the
-side effect, so the lock in force is the changed one: tabulate 0.9.0)."""
+"""State role python_env must leave: the venv is exactly its lock, owned by root and not
+writable by the service account (nor its uv cache, nor hard-linked into a directory the
+service can write), checked clean, with compile caches the service account can write (run
+by molecule's testinfra after the side effect, so the lock in force is the changed one:
+tabulate 0.9.0)."""
 
 import json
 import re
@@ -12,6 +14,10 @@ VENV = "/opt/gpuhost/venv"
 UV = "/opt/gpuhost/uv/bin/uv"
 LOCK_COPY = f"{VENV}/gpuhost-lock.txt"
 MARKER = f"{VENV}/gpuhost-env.json"
+SITE = f"{VENV}/lib/python3.11/site-packages"
+UV_CACHE = "/var/cache/gpuhost-uv"
+# What the server can write (its unit's ReadWritePaths: gpuhost_cache_dir, gpuhost_state_dir).
+SERVICE_WRITABLE = ["/var/cache/gpuhost", "/var/lib/gpuhost"]
 CACHES = [
     "/var/cache/gpuhost/flashinfer",
     "/var/cache/gpuhost/triton",
@@ -87,13 +93,57 @@ def test_venv_runs_the_distro_python(host):
     assert host.check_output(f"{VENV}/bin/python -V").startswith("Python 3.11.")
 
 
-def test_venv_owned_by_service_account(host):
-    for path in (VENV, f"{VENV}/bin", f"{VENV}/lib/python3.11/site-packages/sglang"):
+def test_venv_owned_by_root_and_not_writable_by_others(host):
+    for path in (VENV, f"{VENV}/bin", f"{SITE}/sglang"):
         f = host.file(path)
-        assert (f.user, f.group) == (SERVICE_USER, SERVICE_USER), path
-    # Nothing in the venv belongs to another account (root-owned files would block a re-sync).
-    foreign = host.check_output(f"find {VENV} ! -user {SERVICE_USER} ! -path {MARKER} | head -5")
+        assert (f.user, f.group) == ("root", "root"), path
+    # Nothing in the venv belongs to another account or is writable by group or others.
+    foreign = host.check_output(f"find {VENV} ! -user root | head -5")
     assert foreign == ""
+    writable = host.check_output(f"find {VENV} ! -type l -perm /022 | head -5")
+    assert writable == ""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"touch {SITE}/gpuhost_planted.pth",
+        f"touch {SITE}/sglang/__init__.py",
+        f"mkdir {VENV}/bin/x",
+        f"mv {VENV}/bin {VENV}/bin.old",
+        f"touch {UV_CACHE}/planted",
+        f"ls {UV_CACHE}",
+    ],
+)
+def test_service_account_cannot_change_the_venv_or_uv_cache(host, command):
+    with host.sudo(SERVICE_USER):
+        result = host.run(command)
+    assert result.rc != 0, f"{command} worked as {SERVICE_USER}"
+    assert "Permission denied" in result.stderr
+
+
+def test_venv_files_are_no_hard_links_into_a_service_writable_dir(host):
+    # uv hard-links the venv's files from its cache when both lie on one filesystem: the
+    # inode is shared, so a link in a directory the server can write would let it change
+    # what root and the server run. No inode of the venv may have a link there.
+    fmt = "'%D:%i\\n'"
+    venv_inodes = set(host.check_output(f"find {VENV} -type f -links +1 -printf {fmt}").split())
+    writable = set(
+        host.check_output(
+            f"find {' '.join(SERVICE_WRITABLE)} -type f -links +1 -printf {fmt} 2>/dev/null || true"
+        ).split()
+    )
+    assert venv_inodes.isdisjoint(writable)
+    # And a venv file's other links, where there are any, are root's (uv's cache).
+    sample = host.check_output(f"find {SITE}/torch -type f -name '*.py' | head -1")
+    assert host.file(sample).user == "root"
+
+
+def test_uv_cache_is_root_only(host):
+    f = host.file(UV_CACHE)
+    assert f.is_directory
+    assert (f.user, f.group) == ("root", "root")
+    assert f.mode & 0o007 == 0
 
 
 def test_uv_is_pinned_and_root_owned(host):
@@ -112,7 +162,7 @@ def test_uv_came_from_its_hashed_requirement(host):
     assert len(set(re.findall(r"--hash=sha256:([0-9a-f]{64})", text))) >= 10
 
 
-@pytest.mark.parametrize("path", [*CACHES, "/var/cache/gpuhost-uv"])
+@pytest.mark.parametrize("path", CACHES)
 def test_caches_writable_by_service_account(host, path):
     f = host.file(path)
     assert f.is_directory
