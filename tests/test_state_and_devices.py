@@ -147,6 +147,17 @@ def test_device_oneshot_creates_and_checks_every_gpu_as_root():
         "ProtectHome=yes",
     ):
         assert setting in unit.splitlines()
+    # Nothing that closes the device list (mknod needs `m` on nodes that do not exist yet)
+    # or forbids loading the driver.
+    keys = {line.split("=", 1)[0] for line in unit.splitlines() if "=" in line}
+    for closing in (
+        "DeviceAllow",
+        "DevicePolicy",
+        "PrivateDevices",
+        "ProtectClock",
+        "ProtectKernelModules",
+    ):
+        assert closing not in keys, closing
     standin = _render("sglang-devices.service.j2", standin=True)
     assert _directives(standin, "ExecStart") == [
         "/opt/gpuhost/libexec/gpuhost-nvidia-devices --standin"

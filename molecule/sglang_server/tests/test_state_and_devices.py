@@ -246,6 +246,7 @@ def test_missing_nodes_stop_the_start_and_the_run_names_them(host):
     )
     try:
         proc = converge({"sglang_server_flags": {"--max-running-requests": 24}})
+        print(proc.out[-6000:])
         assert proc.rc != 0
         assert proc.said(
             f"CUDA cannot start: device nodes missing in {FAKE_DEV}: "
