@@ -24,7 +24,9 @@ def test_service_account(host):
     [
         ("/opt/gpuhost", "root", 0o755),
         ("/etc/gpuhost", "root", 0o750),
-        ("/var/lib/gpuhost", SERVICE_USER, 0o750),
+        # Root's: the service cannot plant or rename what root copies back (issue 15, item 1).
+        ("/var/lib/gpuhost", "root", 0o750),
+        ("/var/lib/gpuhost/service", SERVICE_USER, 0o750),
         ("/var/cache/gpuhost", SERVICE_USER, 0o750),
     ],
 )
