@@ -36,7 +36,9 @@ def _env():
     env.filters["comment"] = lambda text: "# " + text
     env.filters["gpuhost.gpu.exec_start"] = lambda argv: exec_start([str(a) for a in argv])
     env.filters["gpuhost.gpu.unit_text"] = unit_text
-    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
+    env.filters["bool"] = lambda v: (
+        v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
+    )
     env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
     env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
     return env
