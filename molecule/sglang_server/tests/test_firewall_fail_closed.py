@@ -2,8 +2,9 @@
 
 Runs in molecule's verify step before test_sglang_server.py (file order) and leaves the
 converged config behind. Each test drives ansible-playbook against the container and then
-attacks the ports from outside it (this machine reaches the container's address over its
-bridge; loopback inside the container is always let in):
+attacks the ports from outside it: this machine reaches the container's address over its
+bridge, to a listener of the service account on that address (the stand-in binds loopback
+only; loopback inside the container is always let in):
 an open listener with no CIDRs gets a loopback-only rule (it used to get none); a port of the
 torch.distributed stretch is covered, not only the API port; stopping the rule's unit stops
 the server and leaves the table; a failed change rolls the rule back with the unit and env.
@@ -11,13 +12,14 @@ the server and leaves the table; a failed change rolls the rule back with the un
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import urllib.error
 import urllib.request
 
 import pytest
-from test_sglang_server import API_KEY, KNOWN_GOOD, SERVICE, UNIT, converge, healthy
+from test_sglang_server import KNOWN_GOOD, SERVICE, UNIT, converge, healthy
 
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
 FIREWALL = f"{SERVICE}-firewall"
@@ -42,6 +44,26 @@ def reachable(url: str) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def listener(host, ip: str, port: int):
+    """A listener of the service account on the container's own address: the stand-in binds
+    loopback only, SGLang (and torch's store, on every address) do not."""
+    pidfile = f"/tmp/fw-listener-{port}.pid"
+    host.run_expect(
+        [0],
+        f"runuser -u gpuhost -- sh -c 'cd /tmp && nohup python3 -m http.server {port} "
+        f"--bind {ip} >/dev/null 2>&1 & echo $! > {pidfile}'",
+    )
+    try:
+        for _ in range(20):
+            if host.run(f"curl -s -o /dev/null http://{ip}:{port}/").rc == 0:
+                break
+            time.sleep(0.5)
+        yield f"http://{ip}:{port}/"
+    finally:
+        host.run(f"kill $(cat {pidfile})")
+
+
 def wait_healthy(host, seconds: int = 30) -> bool:
     for _ in range(seconds):
         if healthy(host):
@@ -59,20 +81,15 @@ def test_open_listener_without_cidrs_admits_loopback_only(host):
     table = host.check_output("nft list table inet gpuhost_sglang")
     assert "saddr" not in table and "drop" in table, table
     assert wait_healthy(host)  # loopback still reaches it
-    # From outside: the API port is dropped (before the fix an empty list made no rule).
-    assert not reachable(f"http://{ip}:30000/health")
-    # And so is the stretch SGLang draws its torch.distributed port from: a listener of the
-    # service account on port + 500, on every address as torch's store binds.
-    host.run(
-        "runuser -u gpuhost -- sh -c 'cd /tmp && nohup python3 -m http.server 30500 "
-        ">/dev/null 2>&1 & echo $! > /tmp/fw-store.pid'"
-    )
-    try:
-        time.sleep(2)
-        assert host.run("curl -s -o /dev/null http://127.0.0.1:30500/").rc == 0
-        assert not reachable(f"http://{ip}:30500/")
-    finally:
-        host.run("kill $(cat /tmp/fw-store.pid)")
+    # The attack reaches a port the rule does not cover (so a drop below is the rule's)...
+    with listener(host, ip, 33000) as url:
+        assert reachable(url)
+    # ...but not the API port (before the fix an empty list made no rule at all), nor the
+    # stretch SGLang draws its torch.distributed port from (port + 500 here), which the rule
+    # did not cover before either.
+    for port in (30000, 30500):
+        with listener(host, ip, port) as url:
+            assert not reachable(url), port
     # The rule is part of the known-good config.
     assert host.file(f"{KNOWN_GOOD}/firewall.nft").sha256sum == host.file(RULE).sha256sum
 
@@ -105,7 +122,8 @@ def test_a_failed_change_rolls_the_rule_back_with_the_config(host):
     assert host.file(RULE).sha256sum == before
     assert "saddr" not in host.check_output("nft list table inet gpuhost_sglang")
     assert wait_healthy(host)
-    assert not reachable(f"http://{ip}:30000/health")
+    with listener(host, ip, 30000) as url:
+        assert not reachable(url)
 
 
 def test_with_cidrs_the_networks_get_in(host):
@@ -113,13 +131,9 @@ def test_with_cidrs_the_networks_get_in(host):
     proc = converge({**OPEN, "sglang_server_firewall_cidrs": ["172.16.0.0/12", "192.168.0.0/16"]})
     assert proc.rc == 0, proc.out[-3000:]
     assert wait_healthy(host)
-    # This machine reaches the container from the docker bridge (private networks).
-    assert reachable(f"http://{ip}:30000/health")
-    req = urllib.request.Request(
-        f"http://{ip}:30000/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}
-    )
-    with urllib.request.urlopen(req, timeout=5) as reply:
-        assert reply.status == 200
+    # This machine reaches the container from the docker bridge (a private network).
+    with listener(host, ip, 30000) as url:
+        assert reachable(url)
 
 
 def test_back_on_loopback_the_rule_and_its_known_good_copy_go(host):
