@@ -33,6 +33,7 @@ def _render_router(**overrides):
     env.filters["comment"] = lambda text: "# " + text
     env.filters["gpuhost.gpu.exec_start"] = lambda argv: exec_start([str(a) for a in argv])
     env.filters["gpuhost.gpu.unit_text"] = unit_text
+    env.filters["bool"] = bool
     path = ROOT / "roles" / "sglang_router" / "templates" / "sglang-router.service.j2"
     values = {
         "ansible_managed": "managed",
@@ -50,6 +51,7 @@ def _render_router(**overrides):
         "sglang_router_prometheus_port": 29000,
         "sglang_router_extra_args": {},
         "sglang_router_timeout_stop_sec": 300,
+        "_sglang_router_firewall": False,
         **overrides,
     }
     return env.from_string(path.read_text()).render(values)

@@ -315,7 +315,7 @@ def test_open_listener_with_key_gets_the_port_rule(host):
     assert proc.rc == 0, proc.out[-3000:]
     assert "--host 0.0.0.0" in host.file(UNIT).content_string
     table = host.check_output("nft list table inet gpuhost_sglang")
-    for part in ("tcp dport 30000", "10.0.0.0/8", "fd00::/8", "drop"):
+    for part in ("elements = { 30000, 30100-31000 }", "10.0.0.0/8", "fd00::/8", "drop"):
         assert part in table, table
     assert healthy(host)
 
