@@ -79,6 +79,7 @@ def catalogue(version="0.5.10.post1", dsa_names=False):
             _flag(f"{prefix}-decode-backend", choices=dsa),
             _flag("--json-model-override-args"),
             _flag("--enable-metrics", action="store_true"),
+            _flag("--tokenizer-worker-num", type="int"),
         ]
     )
     return {"sglang_version": version, "flags": flags}
@@ -254,6 +255,15 @@ def test_flags_with_their_own_variable_are_refused():
     ):
         _, bad = check(flags={flag: True if flag.startswith("--disable") else "x"})
         assert f"{flag} is set through" in only(bad, "errors"), flag
+
+
+def test_more_than_one_tokenizer_worker_is_refused_since_sglang_then_checks_no_key():
+    _, ok = check(flags={"--tokenizer-worker-num": 1})
+    assert "tokenizer-worker-num" not in only(ok, "errors")
+    _, bad = check(flags={"--tokenizer-worker-num": 4})
+    message = only(bad, "errors")
+    assert "sglang_server_flags: --tokenizer-worker-num 4; allowed: 1" in message
+    assert "checks neither the client API key nor the admin key" in message
 
 
 def test_deprecated_flag_warns():

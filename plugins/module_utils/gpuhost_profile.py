@@ -235,6 +235,20 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
             _finding("trust_remote_code", "pass", f"remote code only from commit {revision[:12]}")
         )
 
+    # SGLang checks no key at all with more than one tokenizer worker (http_server.py: key
+    # checking is only supported in single-tokenizer mode, 0.5.10.post1): the client key and
+    # the admin key gpuhost always sets would both be ignored.
+    workers = get("--tokenizer-worker-num")
+    if workers is not None and _intlike(workers) and int(workers) > 1:
+        message = (
+            f"sglang_server_flags: --tokenizer-worker-num {workers}; allowed: 1 (or leave it "
+            "out), because with more than one tokenizer worker sglang checks neither the "
+            "client API key nor the admin key (its http_server.py supports keys in "
+            "single-tokenizer mode only)"
+        )
+        errors.append(message)
+        findings.append(_finding("tokenizer_workers", "fail", message, "remove the flag"))
+
     count, sms = gpu_summary(gpu)
     no_gpu = count is None or count == 0
     if no_gpu:
