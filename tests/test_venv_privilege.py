@@ -45,8 +45,7 @@ RUNNERS = {
 }
 BLOCK_KEYS = ("block", "rescue", "always")
 PLAY_KEYS = ("pre_tasks", "tasks", "post_tasks", "handlers")
-# Owned by another change in flight (its state path moves); the same two lines go there.
-PENDING = {"roles/nccl/tasks/autotune.yml:Measure the derived env against the candidates"}
+AUTOTUNE = "roles/nccl/tasks/autotune.yml:Measure the derived env against the candidates"
 
 
 def _walk(tasks, become, user, where, out):
@@ -101,30 +100,12 @@ def test_the_scan_finds_the_known_runs_of_the_venv():
         "Import sglang, flashinfer and torch and report their versions",
         "roles/python_env/tasks/verify.yml:"
         "Check that the server's argument parser loads (launch_server --help)",
-        *PENDING,
+        AUTOTUNE,
     ):
         assert expected in names
 
 
-@pytest.mark.parametrize(
-    ("name", "become", "user"),
-    [
-        pytest.param(
-            *t,
-            id=t[0],
-            marks=[
-                pytest.mark.xfail(
-                    strict=True,
-                    reason="autotune.yml is changed on another branch: add become: true and "
-                    "become_user: '{{ gpuhost_service_user }}' to this task there",
-                )
-            ]
-            if t[0] in PENDING
-            else [],
-        )
-        for t in TASKS
-    ],
-)
+@pytest.mark.parametrize(("name", "become", "user"), TASKS, ids=[t[0] for t in TASKS])
 def test_venv_python_runs_as_the_service_account(name, become, user):
     assert become is True and user == SERVICE, (
         f"{name} runs the server's venv's Python as {user or 'root'} (become: {become}); "
