@@ -154,3 +154,27 @@ def load_fixture(name, disks=None):
                 path, *entries = line.split()
                 dirs[path] = entries
     return FakeProbe(files, dirs, links, commands, disks)
+
+
+def template_env():
+    """A jinja2 environment that renders the roles' unit and rule templates as Ansible would,
+    for the filters and tests they use: strict (an undefined variable fails), trim_blocks, the
+    `do` extension, `comment`, `bool`, `search`/`match`, and gpuhost's exec_start/unit_text."""
+    import jinja2
+    from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
+        exec_start,
+        unit_text,
+    )
+
+    env = jinja2.Environment(
+        undefined=jinja2.StrictUndefined, trim_blocks=True, extensions=["jinja2.ext.do"]
+    )
+    env.filters["comment"] = lambda text: "# " + text
+    env.filters["gpuhost.gpu.exec_start"] = lambda argv: exec_start([str(a) for a in argv])
+    env.filters["gpuhost.gpu.unit_text"] = unit_text
+    env.filters["bool"] = lambda v: (
+        v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
+    )
+    env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
+    env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
+    return env

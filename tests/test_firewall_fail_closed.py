@@ -11,37 +11,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
-    exec_start,
-    unit_text,
-)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
     load_role_constraints,
     load_role_specs,
     validate,
 )
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import ROOT, template_env
 
 SERVER = ROOT / "roles" / "sglang_server"
 ROUTER = ROOT / "roles" / "sglang_router"
 
 
 def _env():
-    env = jinja2.Environment(
-        undefined=jinja2.StrictUndefined, trim_blocks=True, extensions=["jinja2.ext.do"]
-    )
-    env.filters["comment"] = lambda text: "# " + text
-    env.filters["gpuhost.gpu.exec_start"] = lambda argv: exec_start([str(a) for a in argv])
-    env.filters["gpuhost.gpu.unit_text"] = unit_text
-    env.filters["bool"] = lambda v: (
-        v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
-    )
-    env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
-    env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
-    return env
+    return template_env()
 
 
 def _var(role: Path, name: str, values: dict):

@@ -15,16 +15,14 @@ import os
 import subprocess
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import unit_text
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
     load_role_constraints,
     load_role_specs,
     validate,
 )
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import ROOT, template_env
 
 SCRIPT = ROOT / "roles" / "sglang_server" / "files" / "gpuhost-nvidia-devices"
 TEMPLATES = ROOT / "roles" / "sglang_server" / "templates"
@@ -39,9 +37,7 @@ def _load(path):
 
 
 def _render(template: str, standin: bool = False, **overrides) -> str:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
-    env.filters["comment"] = lambda text: "# " + text
-    env.filters["gpuhost.gpu.unit_text"] = unit_text
+    env = template_env()
     values = {
         "ansible_managed": "managed",
         "ansible_facts": {"systemd": {"version": 252}},
@@ -57,6 +53,8 @@ def _render(template: str, standin: bool = False, **overrides) -> str:
         "_sglang_server_devices_unit": "sglang-server-devices",
         "_sglang_server_devices_script": "/opt/gpuhost/libexec/gpuhost-nvidia-devices",
         "_sglang_server_gpu_count": 8,
+        "_sglang_server_firewall": False,
+        "_sglang_server_keys_path": "/etc/gpuhost/sglang-server.keys",
         "gpuhost_service_user": "gpuhost",
         "gpuhost_service_group": "gpuhost",
         "gpuhost_state_dir": "/var/lib/gpuhost",

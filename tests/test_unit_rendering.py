@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import shlex
 
-import jinja2
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
     control_characters,
-    exec_start,
     unit_text,
 )
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import ROOT, template_env
 
 
 def test_control_characters_found_in_nested_values():
@@ -29,11 +27,7 @@ def test_unit_text_escapes_specifiers_and_refuses_newlines():
 
 
 def _render_router(**overrides):
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
-    env.filters["comment"] = lambda text: "# " + text
-    env.filters["gpuhost.gpu.exec_start"] = lambda argv: exec_start([str(a) for a in argv])
-    env.filters["gpuhost.gpu.unit_text"] = unit_text
-    env.filters["bool"] = bool
+    env = template_env()
     path = ROOT / "roles" / "sglang_router" / "templates" / "sglang-router.service.j2"
     values = {
         "ansible_managed": "managed",
