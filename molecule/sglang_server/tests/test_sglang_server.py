@@ -126,11 +126,11 @@ def test_systemd_analyze_verify_is_clean(host):
     assert result.rc == 0 and result.stderr.strip() == "", result.stderr
 
 
-def test_security_exposure_is_at_most_4(host):
+def test_security_exposure_is_at_most_2(host):
     out = host.check_output(f"systemd-analyze security {SERVICE}.service --no-pager")
     score = float(re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out).group(1))
     print(f"systemd-analyze security {SERVICE}.service: {score}")
-    assert score <= 4.0
+    assert score <= 2.0
 
 
 def test_model_cache_marker_and_snapshot(host):
