@@ -69,7 +69,7 @@ def test_pro6000_vm_p2p_ns(pro6000_vm):
     assert d["topology_class"] == "pcie_no_p2p"
     assert d["p2p"] == "none"
     # Only what has an effect: the SHM channel floor and the (harmless) IB switch-off.
-    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "8"}
+    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "8", "NCCL_SOCKET_IFNAME": "lo"}
     # No P2P level when P2P is NS: NCCL would ignore it.
     assert "NCCL_P2P_LEVEL" not in d["env"]
     assert reason(d, "NCCL_P2P_LEVEL")[0]["value"] is None
@@ -115,7 +115,7 @@ def test_h100_nvswitch():
     assert d["topology_class"] == "nvlink"
     assert d["p2p"] == "full"
     # NCCL's own choices are right on NVSwitch; IB stays on for multi-host traffic.
-    assert d["env"] == {}
+    assert d["env"] == {"NCCL_SOCKET_IFNAME": "lo"}
     assert reason(d, "NCCL_IB_DISABLE")[0]["value"] is None
     assert d["disable_custom_all_reduce"] is False
     # The CTA ceiling is a pair rule: NVSwitch hosts keep NCCL's channels and NVLS tuning.
@@ -140,7 +140,12 @@ def test_l40s_two_numa_nodes_with_p2p():
     assert d["topology_class"] == "pcie_no_p2p"
     assert d["env"]["NCCL_MIN_CTAS"] == "8"
     assert d["env"]["NCCL_IB_DISABLE"] == "1"
-    assert set(d["env"]) == {"NCCL_P2P_LEVEL", "NCCL_MIN_CTAS", "NCCL_IB_DISABLE"}
+    assert set(d["env"]) == {
+        "NCCL_P2P_LEVEL",
+        "NCCL_MIN_CTAS",
+        "NCCL_IB_DISABLE",
+        "NCCL_SOCKET_IFNAME",
+    }
     assert any("cross NUMA" in r["reason"] for r in reason(d, "NCCL_P2P_LEVEL"))
     # Full P2P, but more than two PCIe-only GPUs: sglang would disable it itself.
     assert d["p2p"] == "full"
@@ -151,7 +156,7 @@ def test_l40s_two_numa_nodes_with_p2p():
 def test_l40s_without_p2p():
     d = decide(*l40s(lambda i, j: "NS"), version="2.27.5")
     assert "NCCL_P2P_LEVEL" not in d["env"]
-    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "8"}
+    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "8", "NCCL_SOCKET_IFNAME": "lo"}
     assert d["disable_custom_all_reduce"] is True
 
 
@@ -168,7 +173,7 @@ def test_l40s_behind_pcie_switches_needs_no_level():
 def test_pcie_p2p_under_one_switch():
     d = decide(*facts(matrix(2, lambda i, j: "PIX"), matrix(2, lambda i, j: "OK")), "2.27.5")
     assert d["topology_class"] == "pcie_p2p"
-    assert d["env"] == {"NCCL_IB_DISABLE": "1"}
+    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
     assert d["disable_custom_all_reduce"] is False
 
 
@@ -213,7 +218,7 @@ def test_h200_nvlink_from_the_real_capture(h200_capture):
     assert d["topology_class"] == "nvlink"
     assert d["p2p"] == "full"
     # A pair on NVLink gets NCCL's CTA ceiling (measured +3-4%, test_nccl_measured.py).
-    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "32"}
+    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "32", "NCCL_SOCKET_IFNAME": "lo"}
     (why,) = reason(d, "NCCL_MIN_CTAS")
     assert "two GPUs joined by NVLink" in why["reason"] and "null" in why["reason"]
     assert "h200x2-autotune" in why["source"] and "up to 32" in why["source"]
@@ -231,7 +236,13 @@ def test_h200_derived_env_reaches_97_percent_of_the_best_recorded(h200_capture, 
     nobody measured fails here until a new sweep is recorded."""
     (gpu, host), version = h200_capture
     env = decide(gpu, host, version)["env"]
+    # NCCL_SOCKET_IFNAME=lo only moves NCCL's bootstrap sockets to loopback (security, not
+    # speed): between the GPUs of one host the data goes P2P (every channel of the
+    # recordings is "via P2P/CUMEM"), so the recorded envs, taken without it, still stand.
+    assert env.pop("NCCL_SOCKET_IFNAME") == "lo"
     runs = json.loads((FIXTURES / recording).read_text())["sweep"]["runs"]
+    assert all("via P2P/CUMEM" in "\n".join(r["nccl_log"]) for r in runs)
+    assert not any("via SHM" in "\n".join(r["nccl_log"]) for r in runs)
     same = [r["name"] for r in runs if r["env"] == env]
     assert same, (
         f"derived env {env} was never measured in {recording}: run bench/nccl-allreduce.sh "
@@ -247,13 +258,17 @@ def test_h200_derived_env_reaches_97_percent_of_the_best_recorded(h200_capture, 
 def test_nvlink_pair_ceiling_is_named_for_old_nccl(h200_capture):
     (gpu, host), _ = h200_capture
     old = decide(gpu, host, "2.16.5")
-    assert old["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_NCHANNELS": "32"}
+    assert old["env"] == {
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_MIN_NCHANNELS": "32",
+        "NCCL_SOCKET_IFNAME": "lo",
+    }
 
 
 def test_nvlink_pair_ceiling_can_be_removed_by_override(h200_capture):
     (gpu, host), version = h200_capture
     d = decide(gpu, host, version, {"NCCL_MIN_CTAS": None})
-    assert d["env"] == {"NCCL_IB_DISABLE": "1"}
+    assert d["env"] == {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "lo"}
     assert d["derived_env"]["NCCL_MIN_CTAS"] == "32"
     (override,) = d["overrides"]
     assert override == {
@@ -268,7 +283,11 @@ def test_p2p_disabled_on_nvlink_is_an_override_with_a_warning(h200_capture):
     (gpu, host), version = h200_capture
     d = decide(gpu, host, version, {"NCCL_P2P_DISABLE": "1"})
     assert d["env"]["NCCL_P2P_DISABLE"] == "1"
-    assert d["derived_env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "32"}
+    assert d["derived_env"] == {
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_MIN_CTAS": "32",
+        "NCCL_SOCKET_IFNAME": "lo",
+    }
     (override,) = d["overrides"]
     assert override["variable"] == "NCCL_P2P_DISABLE" and override["derived"] is None
     assert ">10x" in override["warning"]
@@ -282,18 +301,25 @@ def test_p2p_disabled_on_nvlink_is_an_override_with_a_warning(h200_capture):
 def test_single_gpu():
     d = decide(*facts([["X"]], [["X"]]), version="2.27.5")
     assert d["topology_class"] == "single"
-    assert d["env"] == {}
+    # Nothing to tune, but NCCL's and gloo's sockets stay on loopback even with one GPU.
+    assert d["env"] == {"NCCL_SOCKET_IFNAME": "lo"}
+    assert "ephemeral ports" in reason(d, "NCCL_SOCKET_IFNAME")[0]["reason"]
     assert d["disable_custom_all_reduce"] is False
     assert d["p2p"] == "n/a"
 
 
 def test_single_gpu_from_the_real_run():
     """The 1x H200 machine: preflight facts as recorded, then the role's own record of the run
-    (tests/fixtures/gpu-hosts/h200x1-real/nccl.json): single, nothing set, sweep skipped."""
+    (tests/fixtures/gpu-hosts/h200x1-real/nccl.json): single, nothing to tune, sweep skipped.
+    The recording predates the loopback socket rule (h200x1-listen): its env is empty."""
     single = ROOT / "tests" / "fixtures" / "gpu-hosts" / "h200x1-real"
     real = json.loads((single / "facts.json").read_text())
     d = decide(real["gpuhost_gpu"], real["gpuhost_host"], "2.28.9")
-    assert (d["topology_class"], d["env"], d["p2p"]) == ("single", {}, "n/a")
+    assert (d["topology_class"], d["env"], d["p2p"]) == (
+        "single",
+        {"NCCL_SOCKET_IFNAME": "lo"},
+        "n/a",
+    )
     recorded = json.loads((single / "nccl.json").read_text())["gpuhost_nccl"]
     assert recorded["topology_class"] == "single" and recorded["env"] == {}
     assert recorded["verify"] == {"status": "skipped", "message": "one GPU, nothing to all-reduce"}
@@ -440,12 +466,21 @@ def test_apply_autotune_replaces_env_and_reasons(h200_capture):
     d = decide(gpu, host, version)
     pick = {
         "chosen": "p2p-level-phb",
-        "env": {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "32", "NCCL_P2P_LEVEL": "PHB"},
+        "env": {
+            "NCCL_IB_DISABLE": "1",
+            "NCCL_MIN_CTAS": "32",
+            "NCCL_P2P_LEVEL": "PHB",
+            "NCCL_SOCKET_IFNAME": "lo",
+        },
         "derived_min_ratio": 0.956,
     }
     tuned = nccl.apply_autotune(d, pick, "/var/lib/gpuhost/nccl-autotune.json")
     assert tuned["env"] == pick["env"]
-    assert tuned["derived_env"] == {"NCCL_IB_DISABLE": "1", "NCCL_MIN_CTAS": "32"}
+    assert tuned["derived_env"] == {
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_MIN_CTAS": "32",
+        "NCCL_SOCKET_IFNAME": "lo",
+    }
     (why,) = reason(tuned, "NCCL_P2P_LEVEL")
     assert why["value"] == "PHB"
     assert why["reason"].startswith("autotune: candidate p2p-level-phb measured faster")

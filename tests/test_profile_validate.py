@@ -108,7 +108,17 @@ NO_P2P = {
 LOOPBACK = {"host": "127.0.0.1", "port": 30000, "api_key_set": False, "api_key_valid": True}
 
 
-def check(flags=None, remove=(), gpu=None, nccl=None, policy=None, listen=None, cat=None, **over):
+def check(
+    flags=None,
+    remove=(),
+    gpu=None,
+    nccl=None,
+    policy=None,
+    listen=None,
+    cat=None,
+    nccl_overrides=None,
+    **over,
+):
     overrides = {"flags": {**{f: None for f in remove}, **(flags or {})}, **over}
     eff = profile.resolve(REFERENCE, overrides)
     return eff, profile.validate(
@@ -118,6 +128,7 @@ def check(flags=None, remove=(), gpu=None, nccl=None, policy=None, listen=None, 
         nccl=nccl,
         policy=policy,
         listen=listen or LOOPBACK,
+        nccl_overrides=nccl_overrides,
     )
 
 
@@ -348,8 +359,30 @@ def test_tp_larger_than_the_gpu_count_fails():
 def test_tp_smaller_than_the_gpu_count_warns_and_multinode_splits():
     _, idle = check(tp_size=4)
     assert "uses 4 of this host's 8 GPUs" in only(idle, "warnings")
-    _, two_nodes = check(tp_size=16, flags={"--nnodes": 2})
+    _, two_nodes = check(
+        tp_size=16, flags={"--nnodes": 2}, nccl_overrides={"NCCL_SOCKET_IFNAME": "=eth0"}
+    )
     assert two_nodes["errors"] == []
+
+
+def test_a_server_across_nodes_needs_the_nccl_interface_named():
+    # Role nccl keeps NCCL's sockets on loopback: the nodes could not reach each other.
+    _, loop = check(tp_size=16, flags={"--nnodes": 2})
+    (error,) = loop["errors"]
+    assert error.startswith("nccl_env_overrides.NCCL_SOCKET_IFNAME: got 'lo'")
+    assert "--nnodes 2" in error and "allowed: the interface the nodes reach" in error
+    (finding,) = [f for f in loop["findings"] if f["check"] == "sglang_server.nccl_socket_ifname"]
+    assert finding["status"] == "fail"
+    # Naming lo by hand is the same mistake; removing the variable lets NCCL pick one.
+    _, named_lo = check(
+        tp_size=16, flags={"--nnodes": 2}, nccl_overrides={"NCCL_SOCKET_IFNAME": "lo"}
+    )
+    assert len(named_lo["errors"]) == 1
+    _, unset = check(tp_size=16, flags={"--nnodes": 2}, nccl_overrides={"NCCL_SOCKET_IFNAME": None})
+    assert unset["errors"] == []
+    # One node: loopback is right, nothing to say.
+    _, one = check()
+    assert not [f for f in one["findings"] if f["check"] == "sglang_server.nccl_socket_ifname"]
 
 
 def test_without_gpus_the_gpu_checks_are_skipped_and_say_so():

@@ -50,6 +50,9 @@ options:
   nccl:
     description: The gpuhost_nccl fact, or {}.
     type: dict
+  nccl_overrides:
+    description: The inventory's nccl_env_overrides (which interface NCCL's sockets use).
+    type: dict
   host:
     type: str
   port:
@@ -182,6 +185,7 @@ class ActionModule(ActionBase):
                     "standin": bool(args.get("standin")),
                 },
                 listen=listen,
+                nccl_overrides=args.get("nccl_overrides") or {},
             )
         except logic.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_server_profile {profile_name!r}: {exc}") from exc

@@ -259,6 +259,10 @@ def decide(inp, overrides=None):
             warnings.append(
                 "the NVIDIA driver was not loaded when facts were read: topology unknown"
             )
+    if n >= 1:
+        local_env, local_reason = rules.local_sockets()
+        env.update(local_env)
+        reasons.append(local_reason)
     # Per GPU pair: what SGLang's custom all-reduce needs to know (gpuhost_nccl_car.py); the
     # host-wide value is for a TP group of all GPUs, role sglang_server judges its own group.
     links = car.links_from_pairs(n, s["pairs"] if s else [], bool(s and s["known"]))
@@ -289,7 +293,8 @@ def decide(inp, overrides=None):
 def autotune_candidates(decision):
     """A few env variants worth measuring against the derived env, named, overrides kept."""
     env = decision["env"]
-    fixed = {o["variable"] for o in decision["overrides"]}
+    # The socket interface is a security setting, not a speed one: no candidate drops it.
+    fixed = {o["variable"] for o in decision["overrides"]} | {rules.SOCKET_IFNAME}
     version = parse_version(decision.get("nccl_version"))
     ctas, _ = rules.min_ctas_name(version)
     cands = [{"name": "derived", "env": dict(env)}]

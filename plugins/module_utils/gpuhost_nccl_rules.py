@@ -23,6 +23,14 @@ SRC_CTAS = (
     "src/graph/search.cc (channels from a discrete per-channel bandwidth search)"
 )
 SRC_PAIR = "gpuhost tests/fixtures/nccl/h200x2-autotune*.json (2x H200 NV18, NCCL 2.28.9, runs A+B)"
+SRC_LISTEN = (
+    "NCCL docs, NCCL_SOCKET_IFNAME; gpuhost tests/fixtures/gpu-hosts/h200x1-listen (NCCL 2.28.9: "
+    "bootstrap, proxy and gloo sockets on the LAN address by default, on 127.0.0.1 with lo)"
+)
+
+# The interface NCCL's (and, as measured, gloo's) own sockets bind to on one node.
+SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+SOCKET_IFNAME_ONE_NODE = "lo"
 
 # Channel/CTA floor for the shared-memory path: the seed's value (docs/reference.md §1, §4).
 MIN_CTAS = 8
@@ -35,6 +43,30 @@ MIN_CTAS_SINCE = (2, 17)
 def reason(variable, value, reason, source):
     """One item of the decision's `reasons`: `variable` is `value` (None: not set) because."""
     return {"variable": variable, "value": value, "reason": reason, "source": source}
+
+
+def socket_ifname(overrides):
+    """The NCCL_SOCKET_IFNAME a host with GPUs runs with: loopback unless nccl_env_overrides
+    names one (None: the override unsets it and NCCL picks an interface)."""
+    overrides = overrides or {}
+    if SOCKET_IFNAME in overrides:
+        value = overrides[SOCKET_IFNAME]
+        return None if value is None else str(value)
+    return SOCKET_IFNAME_ONE_NODE
+
+
+def local_sockets():
+    """(env, reason) for any host with a GPU: NCCL's bootstrap and proxy sockets, and gloo's,
+    listen on ephemeral ports of the interface NCCL picks (the LAN one, even with one GPU):
+    no port rule can cover them, so on one node they stay on loopback."""
+    why = (
+        "one node: NCCL's bootstrap/proxy sockets (and gloo's) listen on ephemeral ports of "
+        "the interface NCCL picks, the LAN one by default; on loopback no firewall rule is "
+        "needed for them (multi-node: set it in nccl_env_overrides)"
+    )
+    return {SOCKET_IFNAME: SOCKET_IFNAME_ONE_NODE}, reason(
+        SOCKET_IFNAME, SOCKET_IFNAME_ONE_NODE, why, SRC_LISTEN
+    )
 
 
 def min_ctas_name(version):

@@ -24,6 +24,7 @@ import re
 # Controller-only: no module under plugins/modules imports this file.
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as nccl_car
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rules as nccl_rules
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,
@@ -165,7 +166,9 @@ def resolve(profile_doc, overrides):
 # validate
 
 
-def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None):
+def validate(
+    effective, catalogue, gpu=None, nccl=None, policy=None, listen=None, nccl_overrides=None
+):
     """Check an effective profile. Returns a dict:
 
     errors / warnings / notes: lists of message lines;
@@ -174,6 +177,7 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
 
     policy: {force_kv_cache_auto: bool, standin: bool}
     listen: {host, port, api_key_set: bool, api_key_valid: bool}
+    nccl_overrides: the inventory's nccl_env_overrides (the socket interface across nodes).
     """
     policy = policy or {}
     listen = listen or {}
@@ -342,6 +346,22 @@ def validate(effective, catalogue, gpu=None, nccl=None, policy=None, listen=None
         pp = int(get("--pp-size", 1) or 1)
         nnodes = int(get("--nnodes", 1) or 1)
         total = tp * pp
+        ifname = nccl_rules.socket_ifname(nccl_overrides)
+        if nnodes > 1 and ifname == nccl_rules.SOCKET_IFNAME_ONE_NODE:
+            errors.append(
+                f"nccl_env_overrides.NCCL_SOCKET_IFNAME: got {ifname!r} (role nccl's one-node "
+                f"default) with --nnodes {nnodes}; allowed: the interface the nodes reach "
+                "each other on (e.g. eth0, or ^lo,docker), set in nccl_env_overrides, with "
+                "the peers in sglang_server_firewall_cidrs: NCCL cannot span nodes over lo"
+            )
+            findings.append(
+                _finding(
+                    "nccl_socket_ifname",
+                    "fail",
+                    f"--nnodes {nnodes} with NCCL_SOCKET_IFNAME=lo",
+                    "set nccl_env_overrides.NCCL_SOCKET_IFNAME",
+                )
+            )
         if total % nnodes:
             errors.append(
                 f"sglang_server_tp_size: TP {tp} x PP {pp} = {total} GPUs do not split evenly "
