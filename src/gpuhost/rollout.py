@@ -24,7 +24,12 @@ STATE_CONFIG = {
     "failed": "unknown",
     "restored": "previous",
     "not_reached": "old",
+    "unknown": "unknown",
 }
+UNREACHABLE_MESSAGE = (
+    "unreachable during the rollout: whether it was drained, restarted or rolled back is "
+    "not known; look at it (gpuhost check --limit HOST) before the next update"
+)
 
 
 def read_rollout_facts(run_dir: Path) -> dict[str, dict]:
@@ -37,14 +42,27 @@ def read_rollout_facts(run_dir: Path) -> dict[str, dict]:
     }
 
 
-def rollout_section(facts: dict[str, dict], targets: list[str]) -> dict[str, dict]:
+def rollout_section(
+    facts: dict[str, dict], targets: list[str], unreachable: list[str] = ()
+) -> dict[str, dict]:
     """Per host: state, which config it runs (new/old), and the config hashes. `targets`
     are the workers the rollout was for (group gpu_hosts within --limit): a target with no
-    fact was never reached. Other hosts the run touched (validation runs on routers too)
-    are not part of the rollout."""
+    fact was never reached. A target the run lost (`unreachable`, from the recap) is
+    `unknown`, whatever it reported before. Other hosts the run touched (validation runs on
+    routers too) are not part of the rollout."""
     section: dict[str, dict] = {}
     for host in sorted(set(targets) | set(facts)):
         fact = facts.get(host)
+        if host in unreachable:
+            section[host] = {
+                "state": "unknown",
+                "runs": STATE_CONFIG["unknown"],
+                "config": None,
+                "previous": (fact or {}).get("previous") or None,
+                "known_good": None,
+                "message": UNREACHABLE_MESSAGE,
+            }
+            continue
         if fact is None:
             section[host] = {"state": "not_reached", "runs": STATE_CONFIG["not_reached"]}
             continue

@@ -136,6 +136,7 @@ _STATE_STYLE = {
     "restored": "yellow",
     "rolled_back": "bold red",
     "failed": "bold red",
+    "unknown": "bold red",
     "not_reached": "yellow",
 }
 

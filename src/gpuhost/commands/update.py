@@ -65,7 +65,8 @@ def run_rollout(args: argparse.Namespace, ctx: base.Context, command: str, playb
     # too (validation runs there) but carry no server config.
     facts = rollout.read_rollout_facts(Path(report["run_dir"]))
     targets = inventory.hosts_in_group(request.inventories, WORKER_GROUP, request.limit)
-    report["rollout"] = rollout.rollout_section(facts, targets)
+    lost = [host for host, counts in report["hosts"].items() if counts.get("unreachable")]
+    report["rollout"] = rollout.rollout_section(facts, targets, lost)
     record.write_report(rundir.RunDir(Path(report["run_dir"])), report)
     if not args.json:
         summary.print_rollout(ctx.out, report["rollout"])

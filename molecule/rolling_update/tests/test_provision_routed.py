@@ -1,0 +1,61 @@
+"""Provisioning never restarts a routed worker (issue 15 item 8): the serve stage run through
+`gpuhost provision` with a changed flag on a worker the router fronts stops before writing
+anything, says to use `gpuhost update`, and the server keeps its process, unit and env."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location(
+    "rolling_bench", REPO / "bench" / "rolling_update.py"
+)
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["rolling_bench"] = bench
+_spec.loader.exec_module(bench)
+
+WORKER = bench.WORKERS[0]
+ENV_FILE = "/etc/gpuhost/sglang-server.env"
+
+
+def _inventory() -> Path:
+    path = os.environ.get("MOLECULE_INVENTORY_FILE")
+    return Path(path).parent if path else bench.molecule_inventory()
+
+
+def _env_sum() -> str:
+    return bench.sh("docker", "exec", WORKER, "sha256sum", ENV_FILE).stdout.split()[0]
+
+
+def _serve(tmp_path, flags: dict) -> tuple[int, dict]:
+    rc, _, report = bench.gpuhost(
+        "provision",
+        _inventory(),
+        tmp_path / "runs",
+        "--playbook",
+        str(REPO / "playbooks" / "serve.yml"),
+        "--limit",
+        WORKER,
+        "-e",
+        json.dumps({"sglang_server_flags": flags}),
+    )
+    return rc, report
+
+
+def test_provision_refuses_to_restart_a_routed_worker(tmp_path):
+    before, env_before = bench.unit_state(WORKER), _env_sum()
+    rc, report = _serve(tmp_path, {"--max-running-requests": 7})
+    text = json.dumps(report)
+    assert rc == 1, text
+    assert "provisioning never restarts a routed worker" in text, text
+    assert f"gpuhost update -i INVENTORY --limit {WORKER}" in text, text
+    after = bench.unit_state(WORKER)
+    assert after["MainPID"] == before["MainPID"], (before, after)
+    assert after["unit_sha256"] == before["unit_sha256"], (before, after)
+    assert _env_sum() == env_before
+    # The router still has the worker, healthy: nothing drained it.
+    assert all(w["healthy"] for w in bench.router_workers()), bench.router_workers()
