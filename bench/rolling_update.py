@@ -227,6 +227,7 @@ def measured(rc: int, seconds: float, load: Load, report: dict) -> dict:
         "req_per_s": round(load.rate, 1),
         "errors": load.errors,
         "rollout": {h: r["state"] for h, r in (report.get("rollout") or {}).items()},
+        "changed": {h: r.get("changed") for h, r in (report.get("rollout") or {}).items()},
     }
 
 
@@ -301,12 +302,16 @@ def measure(
     results["checks"] = {
         "good: update succeeded on all three": rc_ok(results["good"], "updated"),
         "good: 0 requests failed": results["good"]["failed"] == 0,
+        "good: each row says the flags changed": results["good"]["changed"]
+        == {name: ["flags"] for name in WORKERS},
         "bad: rollout failed (exit 1)": results["bad"]["rc"] == 1,
         "bad: first host rolled back, others not reached": results["bad"]["rollout"]
         == {WORKERS[0]: "rolled_back", WORKERS[1]: "not_reached", WORKERS[2]: "not_reached"},
         "bad: other two untouched (MainPID, unit)": all(results["bad"]["untouched"].values()),
         "bad: first host back on its old unit, active": results["bad"]["first_restored"],
         "bad: 0 requests failed": results["bad"]["failed"] == 0,
+        "bad: the first host's row says the env changed": results["bad"]["changed"].get(WORKERS[0])
+        == ["env"],
         "router: all three healthy at the end": len(results["router_workers_after"]) == 3
         and all(w["healthy"] for w in results["router_workers_after"]),
     }

@@ -2,7 +2,7 @@
 `gpuhost check --fail-on-drift` (data only; summary.py prints them).
 
 Which host carries which config is the fact `gpuhost_rollout` that role rolling_update sets
-on each host it reached: {state, config, previous, known_good}. It is read from the run's
+on each host it reached: {state, config, previous, known_good, changed}. It is read from the run's
 job events (plain JSON, like the findings) into report.json's "rollout"; a host the rollout
 never reached keeps the config it had and is listed as `not_reached`.
 """
@@ -74,6 +74,8 @@ def rollout_section(
             "previous": fact.get("previous") or None,
             "known_good": fact.get("known_good") or None,
             "message": fact.get("message") or None,
+            # What the update changed: flags, model, venv, nccl, env, unit (names only).
+            "changed": [str(p) for p in fact.get("changed") or []],
         }
     return section
 

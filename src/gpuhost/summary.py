@@ -151,6 +151,7 @@ def print_rollout(console: Console, section: dict[str, dict]) -> None:
     table.add_column("runs config")
     table.add_column("config hash")
     table.add_column("before")
+    table.add_column("changed")
     for host, row in section.items():
         table.add_row(
             host,
@@ -158,6 +159,7 @@ def print_rollout(console: Console, section: dict[str, dict]) -> None:
             row["runs"],
             row.get("config") or "-",
             row.get("previous") or "-",
+            ", ".join(row.get("changed") or []) or "-",
         )
     console.print(table)
 
