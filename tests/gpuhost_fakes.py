@@ -178,3 +178,30 @@ def template_env():
     env.tests["search"] = lambda value, pattern: re.search(pattern, str(value)) is not None
     env.tests["match"] = lambda value, pattern: re.match(pattern, str(value)) is not None
     return env
+
+
+def run_playbook(args, facts_dir, env=None, timeout=300):
+    """The real ansible-playbook of this venv with the project's ansible.cfg, run from the
+    repository root: `args` after the command, the fact cache in `facts_dir` (kept out of
+    the project's .cache/), `env` added to the environment. Returns the CompletedProcess;
+    its output is stdout + stderr."""
+    import subprocess
+    import sys
+
+    full_env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(facts_dir),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), *map(str, args)],
+        cwd=ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

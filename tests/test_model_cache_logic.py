@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_model_cache import (
@@ -24,7 +22,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_model_cache im
     unit_state,
     validate_download,
 )
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import ROOT, run_playbook
 
 
 def _finding(
@@ -224,16 +222,8 @@ def test_timestamps_and_progress():
 def test_preflight_refuses_a_cache_filesystem_too_small_before_any_change():
     """The real preflight playbook on this machine (connection local): a model bigger than
     the cache's disk stops the run at the gate, changed=0, naming numbers and variables."""
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts-model-cache"),
-    }
-    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
-    proc = subprocess.run(
+    proc = run_playbook(
         [
-            playbook,
             "playbooks/preflight.yml",
             "-i",
             "inventory/local",
@@ -244,12 +234,7 @@ def test_preflight_refuses_a_cache_filesystem_too_small_before_any_change():
             "-e",
             "gpuhost_cache_dir=/tmp/gpuhost-blank-disk-test",
         ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        ROOT / ".cache" / "test-facts-model-cache",
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out

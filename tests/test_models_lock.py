@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_lock as lock
+from gpuhost_fakes import run_playbook
 
 from gpuhost.cli import main as gpuhost_main
 
@@ -189,19 +189,11 @@ def project(tmp_path):
 
 
 def play(project, hub, *extra, limit="all", rc=0):
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(project / "facts"),
-    }
-    proc = subprocess.run(
+    proc = run_playbook(
         [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            str(project / "play.yml"),
+            project / "play.yml",
             "-i",
-            str(project / "inv"),
+            project / "inv",
             "-l",
             limit,
             "-e",
@@ -210,12 +202,8 @@ def play(project, hub, *extra, limit="all", rc=0):
             f"sglang_server_hub_endpoint={hub.url}",
             *extra,
         ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        project / "facts",
+        env={"ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == rc, out

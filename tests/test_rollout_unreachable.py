@@ -4,41 +4,22 @@ workers; the "router" that cannot be reached is an SSH host on a closed loopback
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 import textwrap
 
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import run_playbook
 
 from gpuhost.rollout import rollout_section
 
 
-def _play(tmp_path, inventory: str, playbook: str, *extra: str) -> tuple[int, str]:
+def _play(tmp_path, inventory: str, playbook: str) -> tuple[int, str]:
     (tmp_path / "hosts.ini").write_text(textwrap.dedent(inventory))
     (tmp_path / "play.yml").write_text(textwrap.dedent(playbook))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"),
-        "ANSIBLE_SSH_ARGS": "-o ConnectTimeout=3",
-    }
-    proc = subprocess.run(
-        [
-            os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
-            str(tmp_path / "play.yml"),
-            "-i",
-            str(tmp_path / "hosts.ini"),
-            *extra,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = run_playbook(
+        [tmp_path / "play.yml", "-i", tmp_path / "hosts.ini"],
+        tmp_path / "facts",
+        env={"ANSIBLE_SSH_ARGS": "-o ConnectTimeout=3"},
     )
     return proc.returncode, proc.stdout + proc.stderr
 

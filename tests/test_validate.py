@@ -23,7 +23,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate impor
     select,
     validate,
 )
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import ROOT, run_playbook
 
 BAD = sorted((ROOT / "tests" / "fixtures" / "bad-inputs").glob("*.yml"))
 
@@ -294,23 +294,9 @@ def test_corpus_is_big_enough():
 
 
 def _run_preflight(*extra):
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_NOCOLOR": "1",
-        # Keep the test's fact cache out of the project's .cache/.
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(ROOT / ".cache" / "test-facts"),
-    }
-    playbook = Path(sys.executable).with_name("ansible-playbook")
-    return subprocess.run(
-        [str(playbook), "playbooks/preflight.yml", "-i", "inventory/local", *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    return run_playbook(
+        ["playbooks/preflight.yml", "-i", "inventory/local", *extra],
+        ROOT / ".cache" / "test-facts",
     )
 
 
