@@ -68,8 +68,8 @@ test:
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
 	@$(MAKE) --no-print-directory images lint collection || { scripts/stage-summary.sh; exit 1; }
 	@$(MAKE) --no-print-directory unit >.cache/unit.log 2>&1 & unit=$$!; \
-	  $(MAKE) --no-print-directory molecule rebuild-e2e; rc=$$?; \
-	  wait $$unit; urc=$$?; \
+	  rc=0; $(MAKE) --no-print-directory molecule rebuild-e2e || rc=$$?; \
+	  urc=0; wait $$unit || urc=$$?; \
 	  echo "---- unit tests (ran beside molecule) ----"; tail -n 40 .cache/unit.log; \
 	  if [ $$rc -ne 0 ] || [ $$urc -ne 0 ]; then scripts/stage-summary.sh; exit 1; fi
 	@# The newcomer's path too: make demo must work on what make test just checked.
