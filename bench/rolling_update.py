@@ -15,6 +15,11 @@ twice:
      the first worker fails its gate, sglang_server rolls it back, the rollout stops.
      Targets: 0 failed requests; the other two workers keep their MainPID and unit file.
   3. `gpuhost rollback --limit <first worker>`: back to the config before the flag change.
+  4. a slow start: the first worker's new config takes SLOW_LOAD_S s to load (the stand-in's
+     SGLANG_STANDIN_LOAD_SECONDS) while the scenario's fixed gate timeout is 20 s; with
+     sglang_server_start_timeout 0 the gate waits 4x the expected start (start_seconds
+     SLOW_EXPECTED_S) instead, so the start is waited for, not failed. Then `gpuhost rollback`
+     puts the fast config back. Targets: exit 0 both times, 0 failed requests.
 The reference in the same run: the same load with no update (requests per second).
 
 Usage:
@@ -64,6 +69,9 @@ ROUTER_ADMIN_KEY = "gpuhost-test-routerkey-3c1f9a"  # molecule/rolling_update ho
 WORKERS = [f"gpuhost-{SCENARIO}-w{i}" for i in (1, 2, 3)]
 SERVICE = "sglang-server"
 PROMPT, EXPECT = "What is 17 + 25?", "42"
+# The slow-start phase: seconds the stand-in loads, and the expected start the update states
+# (the gate waits 4x that: gpuhost_profile.start_timeout). 20 s is the scenario's fixed timeout.
+SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 60, 25, 20
 
 
 @dataclass
@@ -298,6 +306,8 @@ def measure(
             == config_before_good.get(WORKERS[0]),
             "report": report.get("run_dir"),
         }
+    if with_rollback:
+        results.update(slow_start(inventory, runs, concurrency, max_seconds, flags))
     results["router_workers_after"] = router_workers()
     results["checks"] = {
         "good: update succeeded on all three": rc_ok(results["good"], "updated"),
@@ -327,7 +337,49 @@ def measure(
                 "rollback: 0 requests failed": rollback["failed"] == 0,
             }
         )
+        slow, back = results["slow"], results["slow_back"]
+        results["checks"].update(
+            {
+                f"slow: a {SLOW_LOAD_S} s start was waited for (first host updated, exit 0)": slow[
+                    "rc"
+                ]
+                == 0
+                and slow["rollout"] == {WORKERS[0]: "updated"},
+                f"slow: the gate waited past the fixed {FIXED_TIMEOUT_S} s timeout": slow[
+                    "update_s"
+                ]
+                >= SLOW_LOAD_S,
+                "slow: 0 requests failed": slow["failed"] == 0,
+                "slow: gpuhost rollback put the fast config back, exit 0": back["rc"] == 0
+                and back["rollout"] == {WORKERS[0]: "restored"},
+                "slow: 0 requests failed during the rollback": back["failed"] == 0,
+            }
+        )
     return results
+
+
+def slow_start(
+    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict
+) -> dict:
+    """Phase 4: a worker that loads for SLOW_LOAD_S s, rolled out and rolled back under load."""
+    slow = {
+        "sglang_server_flags": flags,
+        "sglang_server_extra_env": {"SGLANG_STANDIN_LOAD_SECONDS": str(SLOW_LOAD_S)},
+        "sglang_server_start_timeout": 0,
+        "sglang_server_start_seconds": SLOW_EXPECTED_S,
+    }
+    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    rc, seconds, report = under_load(
+        load,
+        lambda: gpuhost("update", inventory, runs, "--limit", WORKERS[0], "-e", json.dumps(slow)),
+    )
+    out = {"slow": {**measured(rc, seconds, load, report), "report": report.get("run_dir")}}
+    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    rc, seconds, report = under_load(
+        load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
+    )
+    out["slow_back"] = {**measured(rc, seconds, load, report), "report": report.get("run_dir")}
+    return out
 
 
 def rc_ok(phase: dict, state: str) -> bool:
@@ -369,6 +421,8 @@ def print_results(results: dict) -> None:
         ("good", "flag change on 3 workers"),
         ("bad", "bad config"),
         ("rollback", "gpuhost rollback --limit w1"),
+        ("slow", f"slow start ({SLOW_LOAD_S} s) on w1"),
+        ("slow_back", "gpuhost rollback --limit w1 (fast config back)"),
     )
     for phase, title in phases:
         if phase not in results:

@@ -36,8 +36,12 @@ options:
     description: Where profiles live; default profiles/ of this repository.
     type: path
   overrides:
-    description: model, served_model_name, revision, tp_size, flags, env.
+    description: model, served_model_name, revision, tp_size, flags, env, start_seconds.
     type: dict
+  start_timeout:
+    description: sglang_server_start_timeout; 0 derives the gate's timeout from the expected
+      start (gpuhost_profile.start_timeout).
+    type: int
   sglang_version:
     description: The pinned sglang version (selects the catalogue).
     type: str
@@ -175,6 +179,9 @@ class ActionModule(ActionBase):
                 "api_key_set": bool(args.get("api_key_set")),
                 "api_key_valid": bool(args.get("api_key_valid", True)),
             }
+            timeout, timeout_source = logic.start_timeout(
+                effective["start_seconds"], args.get("start_timeout") or 0
+            )
             checked = logic.validate(
                 effective,
                 catalogue,
@@ -248,6 +255,9 @@ class ActionModule(ActionBase):
             "exec_start": logic.exec_start(argv),
             "expected_baseline": effective["expected_baseline"],
             "download_gib": effective["download_gib"],
+            "start_seconds": int(effective["start_seconds"] or 0),
+            "start_timeout": timeout,
+            "start_timeout_source": timeout_source,
             "model_fit": checked.get("model_fit") or {},
             "standin": bool(args.get("standin")),
             "nccl_decided": isinstance(

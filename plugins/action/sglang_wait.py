@@ -31,6 +31,9 @@ options:
   expect: {type: str}
   max_tokens: {type: int}
   timeout: {type: int, default: 2700, description: "Seconds until the server must be healthy."}
+  timeout_source:
+    type: str
+    description: Where the timeout comes from (gpuhost_profile.start_timeout), said once.
   interval: {type: int, default: 10}
   label: {type: str, description: "What is being waited for, shown in each line."}
 """
@@ -59,9 +62,13 @@ class ActionModule(ActionBase):
         timeout = int(args.pop("timeout", 2700))
         interval = max(1, int(args.pop("interval", 10)))
         label = args.pop("label", "") or args.get("service", "server")
+        source = args.pop("timeout_source", "") or ""
         probe_args = {k: args[k] for k in _PROBE_ARGS if k in args and args[k] is not None}
         host = task_vars.get("inventory_hostname", "?") if task_vars else "?"
 
+        if source:
+            # A loading server is waited for, not counted dead: say how long and why up front.
+            self._display.display(f"[{host}] {label}: waiting up to {timeout} s ({source})")
         start = time.monotonic()
         last_phase, last_shown, polls, probe, restarts = None, 0.0, 0, {}, None
         while True:
@@ -108,7 +115,9 @@ class ActionModule(ActionBase):
             if elapsed + interval > timeout:
                 return self._fail(
                     result,
-                    f"not healthy within {timeout} s: {probe.get('detail')}",
+                    f"not healthy within {timeout} s"
+                    + (f" ({source})" if source else "")
+                    + f": {probe.get('detail')}",
                     probe,
                     elapsed,
                     polls,

@@ -150,6 +150,8 @@ def resolve(profile_doc, overrides):
         "env": env,
         "expected_baseline": doc.get("expected_baseline") or {},
         "download_gib": doc.get("download_gib") or 0,
+        # Seconds from start to healthy on a warm cache (the gate's timeout: start_timeout).
+        "start_seconds": over.get("start_seconds") or doc.get("start_seconds") or 0,
         "description": doc.get("description", ""),
         # What the model-fit check reads (gpuhost_profile_fit.py); a model of the inventory's
         # own keeps the GPU requirements but not the profile's weights and KV sizes.
@@ -160,6 +162,37 @@ def resolve(profile_doc, overrides):
             else {}
         ),
     }
+
+
+# --------------------------------------------------------------------------------------
+# start timeout
+
+# A first start compiles FlashInfer's JIT kernels and captures CUDA graphs anew: several times
+# a warm start (docs/reference.md §3: GLM-5 7-8 min warm, 30 min or more allowed for a cold
+# one). The gate waits this many times the expected start before it calls a start failed.
+START_TIMEOUT_FACTOR = 4
+# What the gate waits when neither the inventory nor the profile says anything.
+START_TIMEOUT_DEFAULT = 2700
+
+
+def start_timeout(start_seconds, override=0):
+    """Seconds the health gate waits after a (re)start, and where the number comes from.
+
+    override: sglang_server_start_timeout (> 0 wins); start_seconds: the profile's expected
+    warm start (or sglang_server_start_seconds). Returns (seconds, source).
+    """
+    for name, value in (
+        ("sglang_server_start_timeout", override),
+        ("start_seconds", start_seconds),
+    ):
+        if not _intlike(value if value not in (None, "") else 0) or int(value or 0) < 0:
+            raise ProfileError(f"{name}: got {value!r}; allowed: a whole number of seconds >= 0")
+    if int(override or 0) > 0:
+        return int(override), "sglang_server_start_timeout"
+    if int(start_seconds or 0) > 0:
+        seconds = START_TIMEOUT_FACTOR * int(start_seconds)
+        return seconds, f"{START_TIMEOUT_FACTOR} x the expected start of {int(start_seconds)} s"
+    return START_TIMEOUT_DEFAULT, "the default (no expected start known)"
 
 
 # --------------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from test_sglang_server import converge
 
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
@@ -96,15 +96,6 @@ def admin_key(host) -> str:
     return next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("admin_"))
 
 
-def converge(extra: dict | None = None, *flags: str) -> tuple[int, str]:
-    cmd = ["ansible-playbook", "-i", INVENTORY, str(SCENARIO / "converge.yml"), *flags]
-    if extra:
-        cmd += ["-e", json.dumps(extra)]
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "COLUMNS": "1000"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
 def test_keys_file_is_root_only_and_holds_both_keys(host):
     keys = host.file(KEYS)
     assert (keys.user, keys.group, keys.mode) == ("root", "root", 0o600)
@@ -152,11 +143,13 @@ def test_no_process_has_a_key_in_environ_or_cmdline(host):
 
 def test_the_admin_key_survives_a_rerun_and_rotates_on_request(host):
     before = admin_key(host)
-    rc, rerun = converge()
+    run = converge()
+    rc, rerun = run.rc, run.out
     assert rc == 0, rerun[-3000:]
     assert admin_key(host) == before
 
-    rc, rotated = converge({"sglang_server_rotate_admin_key": True}, "-vvv")
+    run = converge({"sglang_server_rotate_admin_key": True}, "converge.yml", "-vvv")
+    rc, rotated = run.rc, run.out
     assert rc == 0, rotated[-3000:]
     after = admin_key(host)
     assert after != before
@@ -171,7 +164,8 @@ def test_the_admin_key_survives_a_rerun_and_rotates_on_request(host):
     assert "admin_api_key='***'" in journal
 
     # Back to the converged settings: the key stays, nothing restarts.
-    rc, back = converge()
+    run = converge()
+    rc, back = run.rc, run.out
     assert rc == 0, back[-3000:]
     assert admin_key(host) == after
     changed = re.findall(r"changed=(\d+)\s+unreachable=", back)

@@ -11,13 +11,12 @@ run's failure message names the missing nodes.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from test_sglang_server import converge, healthy
 
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE", "")
@@ -34,32 +33,6 @@ SERVED = "glm-5"
 MARK = "PLANTED-BY-THE-SERVICE-ACCOUNT"
 
 pytestmark = pytest.mark.skipif(not INVENTORY, reason="runs under molecule verify")
-
-
-class Run:
-    def __init__(self, proc: subprocess.CompletedProcess) -> None:
-        self.rc = proc.returncode
-        self.out = proc.stdout + proc.stderr
-
-    def said(self, text: str) -> bool:
-        flat = " ".join(self.out.replace("\\n", "\n").replace('\\"', '"').split())
-        return " ".join(text.split()) in flat
-
-
-def converge(extra: dict | None = None) -> Run:
-    cmd = ["ansible-playbook", "-i", INVENTORY, str(SCENARIO / "converge.yml")]
-    if extra:
-        cmd += ["-e", json.dumps(extra)]
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "COLUMNS": "1000"}
-    return Run(subprocess.run(cmd, capture_output=True, text=True, env=env, check=False))
-
-
-def healthy(host) -> bool:
-    health = host.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/health")
-    models = host.run(
-        f"curl -s -H 'Authorization: Bearer {API_KEY}' http://127.0.0.1:30000/v1/models"
-    )
-    return health.stdout == "200" and SERVED in models.stdout
 
 
 def as_service(host, script: str):
