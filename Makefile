@@ -56,9 +56,14 @@ collection: venv
 rebuild-e2e: venv images
 	@GPUHOST_REBUILD_E2E=1 $(STAGE) rebuild-e2e pytest -q -p no:cacheprovider tests/test_proxmox_rebuild.py
 
+# A scenario that fails runs once more: the stage table keeps the failed first run (its cause
+# is printed at its end, scripts/stage.sh), so a flake is reported, never hidden, and a real
+# failure fails twice. Stage logs: .cache/stages/.
 molecule: venv images
 	@for s in $(MOLECULE_SCENARIOS); do \
-	  $(STAGE) "molecule-$$s" molecule test -s $$s || exit 1; \
+	  $(STAGE) "molecule-$$s" molecule test -s $$s && continue; \
+	  echo "molecule-$$s failed; running it once more to tell a flake from a failure"; \
+	  $(STAGE) "molecule-$$s-again" molecule test -s $$s || exit 1; \
 	done
 
 # The unit tests run beside the molecule scenarios (CPU-bound tests next to container work
