@@ -115,9 +115,8 @@ class ActionModule(ActionBase):
             if elapsed + interval > timeout:
                 return self._fail(
                     result,
-                    f"not healthy within {timeout} s"
-                    + (f" ({source})" if source else "")
-                    + f": {probe.get('detail')}",
+                    f"not healthy within {timeout} s: {probe.get('detail')}"
+                    + (f" (the timeout: {source})" if source else ""),
                     probe,
                     elapsed,
                     polls,
