@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Print the per-stage wall times collected by scripts/stage.sh, then clear the tally. A stage
-# that failed gets its cause repeated below the table (from .cache/stages/NAME.log), also
-# when a second run of it passed: a flake is reported, not hidden.
+# that failed gets its cause repeated below the table (.cache/stages/NAME.log.why, written by
+# scripts/stage.sh), also when a second run of it passed: a flake is reported, not hidden.
 tally=${GPUHOST_STAGE_TALLY:-.cache/stage-times.tsv}
 logdir=${GPUHOST_STAGE_LOGS:-.cache/stages}
 [ -f "$tally" ] || exit 0
@@ -17,6 +17,6 @@ printf '  %-28s %5ss\n' total "$total"
 for name in "${failed[@]}"; do
   log="$logdir/${name//\//_}.log"
   echo "---- $name failed; why (from $log) ----"
-  [ -f "$log" ] && grep -E '^(fatal|failed):|FAILED!|^E  |^FAILED |^ERROR' "$log" | tail -n 20
+  [ -f "$log.why" ] && tail -n 30 "$log.why"
 done
 rm -f "$tally"

@@ -17,9 +17,13 @@ echo "==> [$name] $*"
 rc=${PIPESTATUS[0]}
 secs=$(($(date +%s) - start))
 printf '%s\t%s\t%s\n' "$name" "$secs" "$rc" >>"$tally"
+rm -f "$log.why"
 if [ "$rc" -ne 0 ]; then
+  # The one place that picks the cause; stage-summary.sh prints this file again.
+  grep -n -A 6 -E '^(fatal|failed):|FAILED!|^E  |^FAILED |^ERROR|Error:|Traceback' "$log" |
+    tail -n 80 >"$log.why"
   echo "---- [$name] why it failed (from $log) ----"
-  grep -n -A 6 -E '^(fatal|failed):|FAILED!|^E  |^FAILED |^ERROR|Error:|Traceback' "$log" | tail -n 80
+  cat "$log.why"
 fi
 echo "<== [$name] ${secs}s (exit $rc)"
 exit "$rc"
