@@ -8,6 +8,9 @@
   pip   the reference: `python -m venv` + plain `pip install -r <lock>`
   no-op the role python_env itself (ansible-playbook, connection local) re-run on the venv
         it has just verified: the marker names the lock, so the role only probes
+  switch the role switched to another lock (--other-lock, a small test lock) and back: the
+        first lock's venv is kept beside, so going back only moves the link; timed against
+        the role reinstalling that venv (deleted first) - the rollback a kept venv saves
 
 Both caches are warmed before the timed runs (uv: a sync into a throw-away venv; pip:
 `pip download` of the whole lock into its HTTP cache), so the numbers compare installing,
@@ -18,7 +21,8 @@ not the network. Prints each wall time, the pip/uv ratio and the no-op time.
 Needs ~20 GB free in --workdir (pip's cache and the copied venvs; removed at the end), the
 project's venv (make venv: uv, ansible-playbook; found by scripts/project_tools.py, no
 activated venv needed) and the lock's Python (3.11) on the machine. Exit status 0 when the
-targets hold (uv >= 3x faster than pip, no-op <= 2 s), 1 when not, 2 on a setup error
+targets hold (uv >= 3x faster than pip, no-op <= 2 s, switching back >= 5x faster than
+reinstalling), 1 when not, 2 on a setup error
 (one line saying what is missing). GPUHOST_SETUP_CHECK=1 stops after the setup check.
 """
 
@@ -44,10 +48,13 @@ _spec.loader.exec_module(project_tools)
 
 SCRIPT = "bench/python_env.py"
 DEFAULT_LOCK = REPO / "locks" / "sglang-0.5.10.post1-cu128.txt"
+# A second lock to switch to and back from (tests/standin/locks/README.md).
+OTHER_LOCK = REPO / "tests" / "standin" / "locks" / "standin-a.txt"
 SPEEDUP_TARGET = 3.0
+SWITCH_TARGET = 5.0
 NOOP_TARGET_S = 2.0
 
-NOOP_PLAYBOOK = """\
+ROLE_PLAYBOOK = """\
 - name: Role python_env, timed from inside the play
   hosts: localhost
   connection: local
@@ -105,12 +112,14 @@ def pip_install(python: str, lock: Path, venv: Path, pip_cache: Path) -> float:
     return t + run([*cmd, "-r", str(lock)], {"PIP_DISABLE_PIP_VERSION_CHECK": "1"})
 
 
-def role_noop(work: Path, venv: Path, lock: Path, python: str) -> tuple[float, float, bool]:
-    """Run the role twice on `venv`; time the second run (wall, and inside the play)."""
-    playbook = work / "noop.yml"
-    playbook.write_text("---\n" + NOOP_PLAYBOOK)
+def role_run(work: Path, lock: Path, python: str, **extra_vars) -> tuple[float, float, bool]:
+    """Run role python_env once for `lock` (venvs under work/venvs, the link work/venv);
+    returns the wall time, the time inside the play and whether it synced."""
+    playbook = work / "role.yml"
+    playbook.write_text("---\n" + ROLE_PLAYBOOK)
     extra = {
-        "python_env_venv_dir": str(venv),
+        "python_env_venv_dir": str(work / "venv"),
+        "python_env_venvs_dir": str(work / "venvs"),
         "python_env_lock_file": str(lock),
         "python_env_python": python,
         "python_env_uv_dir": str(work / "uv-tool"),
@@ -121,9 +130,11 @@ def role_noop(work: Path, venv: Path, lock: Path, python: str) -> tuple[float, f
         "gpuhost_service_group": subprocess.check_output(["id", "-gn"], text=True).strip(),
         "gpuhost_base_dir": str(work),
         "gpuhost_cache_dir": str(work / "cache"),
+        "gpuhost_state_dir": str(work / "state"),
         # The role becomes the service account; here that is the user running the bench.
         "ansible_become": False,
         "ansible_python_interpreter": sys.executable,
+        **extra_vars,
     }
     env = {
         "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
@@ -133,27 +144,38 @@ def role_noop(work: Path, venv: Path, lock: Path, python: str) -> tuple[float, f
         "ANSIBLE_LOCALHOST_WARNING": "0",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
     }
-    cmd = [
-        "ansible-playbook",
-        "-i",
-        "localhost,",
-        "-e",
-        json.dumps(extra),
-        str(playbook),
-    ]
-    first = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
-    if first.returncode != 0:
-        raise SystemExit(f"bench: first role run failed:\n{first.stdout[-4000:]}")
+    cmd = ["ansible-playbook", "-i", "localhost,", "-e", json.dumps(extra), str(playbook)]
     start = time.monotonic()
-    second = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+    proc = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
     wall = time.monotonic() - start
-    if second.returncode != 0 or "changed=0" not in second.stdout:
-        raise SystemExit(f"bench: the re-run was not a no-op:\n{second.stdout[-4000:]}")
-    found = re.search(r"BENCH_ROLE (\{.*?\})", second.stdout.replace('\\"', '"'))
+    if proc.returncode != 0:
+        raise SystemExit(f"bench: role python_env failed for {lock.name}:\n{proc.stdout[-4000:]}")
+    found = re.search(r"BENCH_ROLE (\{.*?\})", proc.stdout.replace('\\"', '"'))
     if not found:
-        raise SystemExit(f"bench: no BENCH_ROLE line in:\n{second.stdout[-2000:]}")
+        raise SystemExit(f"bench: no BENCH_ROLE line in:\n{proc.stdout[-2000:]}")
     inside = json.loads(found.group(1))
     return wall, float(inside["seconds"]), bool(inside["synced"])
+
+
+def role_noop(work: Path, lock: Path, python: str) -> tuple[float, float, bool]:
+    """Run the role twice for `lock`; time the second run (wall, and inside the play)."""
+    role_run(work, lock, python)
+    return role_run(work, lock, python)
+
+
+def role_switch(work: Path, lock: Path, other: Path, python: str) -> dict:
+    """After role_noop: switch to `other` (a venv of its own), then back to `lock` (its venv
+    is kept: the role only moves the link), then reinstall `lock` (its venv deleted first).
+    Returns each run's time inside the play and whether it synced."""
+    # The test lock holds no SGLang: its verification is the stand-in smoke test.
+    smoke = {"python_env_standin_smoke": str(REPO / "tests" / "standin" / "python_env_smoke.py")}
+    out = {"other": role_run(work, other, python, **smoke)}
+    out["back"] = role_run(work, lock, python)
+    venv = Path(os.readlink(work / "venv"))
+    role_run(work, other, python, **smoke)
+    shutil.rmtree(venv)
+    out["reinstall"] = role_run(work, lock, python)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock", type=Path, default=DEFAULT_LOCK)
     parser.add_argument("--workdir", type=Path, default=Path("/var/tmp"))
     parser.add_argument("--skip-copy", action="store_true", help="leave out the copy-mode run")
+    parser.add_argument(
+        "--other-lock",
+        type=Path,
+        default=OTHER_LOCK,
+        help="the lock switched to and back from (a small test lock)",
+    )
     args = parser.parse_args(argv)
     project_tools.setup(SCRIPT, ["uv", "ansible-playbook"])
     uv = shutil.which("uv")
@@ -195,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work / "venv-copy")
         times["pip"] = pip_install(python, args.lock, work / "venv-pip", pip_cache)
         shutil.rmtree(work / "venv-pip")
-        noop_wall, noop_role, synced = role_noop(work, work / "venv-uv", args.lock, python)
+        shutil.rmtree(work / "venv-uv")
+        noop_wall, noop_role, synced = role_noop(work, args.lock, python)
+        switch = role_switch(work, args.lock, args.other_lock, python)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -215,7 +245,23 @@ def main(argv: list[str] | None = None) -> int:
         f"(target <= {NOOP_TARGET_S} s; ansible-playbook wall {noop_wall:.1f} s incl. "
         f"start-up; synced={synced})"
     )
-    ok = ratio >= SPEEDUP_TARGET and noop_role <= NOOP_TARGET_S and not synced
+    back, reinstall = switch["back"], switch["reinstall"]
+    switch_ratio = reinstall[1] / max(back[1], 1e-9)
+    print(
+        f"switch back to the kept venv (role)       {back[1]:8.2f} s   (synced={back[2]})\n"
+        f"reinstall the same venv (role)            {reinstall[1]:8.2f} s   "
+        f"(synced={reinstall[2]})\n"
+        f"ratio reinstall/switch back               {switch_ratio:8.1f} x   "
+        f"(target >= {SWITCH_TARGET}x)"
+    )
+    ok = (
+        ratio >= SPEEDUP_TARGET
+        and noop_role <= NOOP_TARGET_S
+        and not synced
+        and not back[2]
+        and reinstall[2]
+        and switch_ratio >= SWITCH_TARGET
+    )
     return 0 if ok else 1
 
 

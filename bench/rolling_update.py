@@ -8,13 +8,20 @@ namespace, so everything listens on 127.0.0.1 of this machine (molecule/rolling_
 
 While a steady client load goes through the router (loopback only, bounded in count and
 time, stopping by itself), the bench runs the real `gpuhost update` (playbooks/update.yml)
-twice:
-  1. a flag change on all three workers: each is drained from the router, restarted,
-     gated on health and the correctness query, and re-added. Target: 0 failed requests.
+in phases:
+  1. a flag and a lock change on all three workers (the workers' venvs come from small
+     hashed test locks, tests/standin/locks/, and the stand-in runs from the venv's Python):
+     each builds the new lock's venv beside the serving one, is drained from the router,
+     restarted on the new venv, gated on health and the correctness query, and re-added.
+     Targets: 0 failed requests; every server runs from the new venv; the old one is kept.
   2. a bad config (the stand-in's never-healthy fault, set through the server env):
      the first worker fails its gate, sglang_server rolls it back, the rollout stops.
      Targets: 0 failed requests; the other two workers keep their MainPID and unit file.
-  3. `gpuhost rollback --limit <first worker>`: back to the config before the flag change.
+  2b. a bad lock (its venv fails verification): the first worker stops before its drain,
+     the rollout stops. Targets: 0 failed requests; nothing of the first worker changed
+     (MainPID, unit, the serving venv's marker, the link); the others not reached.
+  3. `gpuhost rollback --limit <first worker>`: back to the config before the first phase,
+     old venv included (switched back, not reinstalled: its marker is the one it had).
   4. a slow start: the first worker's new config takes SLOW_LOAD_S s to load (the stand-in's
      SGLANG_STANDIN_LOAD_SECONDS) while the scenario's fixed gate timeout is 20 s; with
      sglang_server_start_timeout 0 the gate waits 4x the expected start (start_seconds
@@ -34,6 +41,7 @@ python, no activated venv needed. GPUHOST_SETUP_CHECK=1 stops after the setup ch
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import importlib.util
 import json
@@ -72,6 +80,15 @@ PROMPT, EXPECT = "What is 17 + 25?", "42"
 # The slow-start phase: seconds the stand-in loads, and the expected start the update states
 # (the gate waits 4x that: gpuhost_profile.start_timeout). 20 s is the scenario's fixed timeout.
 SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 60, 25, 20
+# The workers' locks (molecule/rolling_update group_vars: standin-a) and their venvs.
+LOCKS = REPO / "tests" / "standin" / "locks"
+LOCK_A, LOCK_B, LOCK_BROKEN = (LOCKS / f"standin-{name}.txt" for name in ("a", "b", "broken"))
+VENVS_DIR, VENV_LINK = "/opt/gpuhost/venvs", "/opt/gpuhost/venv"
+
+
+def venv_of(lock: Path) -> str:
+    """The venv role python_env builds for a lock (gpuhost_python_env.venv_name)."""
+    return f"{VENVS_DIR}/{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
 
 
 @dataclass
@@ -186,6 +203,26 @@ def unit_state(container: str) -> dict:
     return state
 
 
+def server_python(container: str) -> str:
+    """The interpreter the running server was started with (argv[0] of its MainPID)."""
+    pid = sh("docker", "exec", container, "systemctl", "show", SERVICE, "-p", "MainPID", "--value")
+    argv = sh("docker", "exec", container, "cat", f"/proc/{pid.stdout.strip()}/cmdline").stdout
+    return argv.split("\0")[0]
+
+
+def venv_state(container: str) -> dict:
+    """Where the link leads and each kept venv's marker time (a reinstall rewrites it)."""
+    script = (
+        f"readlink {VENV_LINK}; for m in {VENVS_DIR}/*/gpuhost-env.json; "
+        'do [ -e "$m" ] && echo "$(dirname "$m") $(stat -c %Y "$m")"; done; true'
+    )
+    lines = sh("docker", "exec", container, "sh", "-c", script).stdout.splitlines()
+    return {
+        "link": lines[0] if lines else "",
+        "markers": dict(line.split(" ", 1) for line in lines[1:]),
+    }
+
+
 def router_workers() -> list[dict]:
     conn = http.client.HTTPConnection(*ROUTER, timeout=10)
     conn.request("GET", "/workers", headers={"Authorization": f"Bearer {ROUTER_ADMIN_KEY}"})
@@ -265,19 +302,33 @@ def measure(
         "req_per_s": round(reference.rate, 1),
     }
 
-    # A flag value that differs from whatever the previous run left.
+    # A flag value that differs from whatever the previous run left, and the other test lock.
     flags = {"--max-running-requests": 17 + int(time.time()) % 40}
+    lock_b = {"python_env_lock_file": str(LOCK_B)}
+    venvs_before = {name: venv_state(name) for name in WORKERS}
     load = Load(concurrency=concurrency, max_seconds=max_seconds)
     rc, seconds, report = under_load(
-        load, lambda: gpuhost_update(inventory, {"sglang_server_flags": flags}, runs)
+        load, lambda: gpuhost_update(inventory, {"sglang_server_flags": flags, **lock_b}, runs)
     )
     config_before_good = report_configs(report, "previous")
-    results["good"] = {**measured(rc, seconds, load, report), "report": report.get("run_dir")}
+    venvs_after = {name: venv_state(name) for name in WORKERS}
+    results["good"] = {
+        **measured(rc, seconds, load, report),
+        "server_python": {name: server_python(name) for name in WORKERS},
+        "old_venv_kept": {
+            name: venvs_after[name]["markers"].get(venv_of(LOCK_A))
+            == venvs_before[name]["markers"].get(venv_of(LOCK_A))
+            is not None
+            for name in WORKERS
+        },
+        "report": report.get("run_dir"),
+    }
 
     before = {name: unit_state(name) for name in WORKERS}
     bad = {
         "sglang_server_flags": flags,
         "sglang_server_extra_env": {"SGLANG_STANDIN_FAULT": "never-healthy"},
+        **lock_b,
     }
     load = Load(concurrency=concurrency, max_seconds=max_seconds)
     rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, bad, runs))
@@ -293,17 +344,23 @@ def measure(
         and after[WORKERS[0]]["ActiveState"] == "active",
         "report": report.get("run_dir"),
     }
+    results["bad_lock"] = bad_lock(inventory, runs, concurrency, max_seconds, flags)
     if with_rollback:
         # `gpuhost rollback` on the first worker: back to the config it ran before the flag
-        # change (the good update kept it), drained and gated, under the same load.
+        # and lock change (the good update kept it), drained and gated, under the same load.
         load = Load(concurrency=concurrency, max_seconds=max_seconds)
         rc, seconds, report = under_load(
             load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
         )
+        w1_venvs = venv_state(WORKERS[0])
         results["rollback"] = {
             **measured(rc, seconds, load, report),
             "back_to_config_before_update": report_configs(report, "config").get(WORKERS[0])
             == config_before_good.get(WORKERS[0]),
+            "server_python": server_python(WORKERS[0]),
+            # Switched back, not reinstalled: the old venv's marker is the one it had.
+            "old_venv_not_reinstalled": w1_venvs["markers"].get(venv_of(LOCK_A))
+            == venvs_before[WORKERS[0]]["markers"].get(venv_of(LOCK_A)),
             "report": report.get("run_dir"),
         }
     if with_rollback:
@@ -312,8 +369,11 @@ def measure(
     results["checks"] = {
         "good: update succeeded on all three": rc_ok(results["good"], "updated"),
         "good: 0 requests failed": results["good"]["failed"] == 0,
-        "good: each row says the flags changed": results["good"]["changed"]
-        == {name: ["flags"] for name in WORKERS},
+        "good: each row says the flags and the venv changed": results["good"]["changed"]
+        == {name: ["flags", "venv"] for name in WORKERS},
+        "good: every server runs from the new lock's venv": results["good"]["server_python"]
+        == {name: f"{venv_of(LOCK_B)}/bin/python" for name in WORKERS},
+        "good: the old venv is kept, untouched": all(results["good"]["old_venv_kept"].values()),
         "bad: rollout failed (exit 1)": results["bad"]["rc"] == 1,
         "bad: first host rolled back, others not reached": results["bad"]["rollout"]
         == {WORKERS[0]: "rolled_back", WORKERS[1]: "not_reached", WORKERS[2]: "not_reached"},
@@ -322,6 +382,15 @@ def measure(
         "bad: 0 requests failed": results["bad"]["failed"] == 0,
         "bad: the first host's row says the env changed": results["bad"]["changed"].get(WORKERS[0])
         == ["env"],
+        "bad lock: rollout failed (exit 1), first host kept its config": bad_lock_ok(
+            results["bad_lock"]
+        ),
+        "bad lock: the row names the requirement uv pip check found missing (six)": "six"
+        in results["bad_lock"]["cause"],
+        "bad lock: first host untouched (MainPID, unit, serving venv, link)": results["bad_lock"][
+            "untouched"
+        ],
+        "bad lock: 0 requests failed": results["bad_lock"]["failed"] == 0,
         "router: all three healthy at the end": len(results["router_workers_after"]) == 3
         and all(w["healthy"] for w in results["router_workers_after"]),
     }
@@ -334,6 +403,11 @@ def measure(
                 "rollback: back on the config before the flag change": rollback[
                     "back_to_config_before_update"
                 ],
+                "rollback: the server runs from the old venv again, not reinstalled": rollback[
+                    "server_python"
+                ]
+                == f"{venv_of(LOCK_A)}/bin/python"
+                and rollback["old_venv_not_reinstalled"],
                 "rollback: 0 requests failed": rollback["failed"] == 0,
             }
         )
@@ -356,6 +430,35 @@ def measure(
             }
         )
     return results
+
+
+def bad_lock_ok(phase: dict) -> bool:
+    return phase["rc"] == 1 and phase["rollout"] == {
+        WORKERS[0]: "rolled_back",
+        WORKERS[1]: "not_reached",
+        WORKERS[2]: "not_reached",
+    }
+
+
+def bad_lock(
+    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict
+) -> dict:
+    """Phase 2b: a lock whose venv fails verification (uv pip check) on the first worker."""
+    first = WORKERS[0]
+    before, venvs = unit_state(first), venv_state(first)
+    broken = {"sglang_server_flags": flags, "python_env_lock_file": str(LOCK_BROKEN)}
+    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, broken, runs))
+    after, venvs_after = unit_state(first), venv_state(first)
+    return {
+        **measured(rc, seconds, load, report),
+        "cause": str(((report.get("rollout") or {}).get(first) or {}).get("message") or ""),
+        "untouched": before["MainPID"] == after["MainPID"]
+        and before["unit_sha256"] == after["unit_sha256"]
+        and venvs == venvs_after
+        and venvs_after["link"] == venv_of(LOCK_B),
+        "report": report.get("run_dir"),
+    }
 
 
 def slow_start(
@@ -418,8 +521,9 @@ def print_results(results: dict) -> None:
         f"{ref['req_per_s']} req/s"
     )
     phases = (
-        ("good", "flag change on 3 workers"),
+        ("good", "flag and lock change on 3 workers"),
         ("bad", "bad config"),
+        ("bad_lock", "bad lock (its venv fails verification)"),
         ("rollback", "gpuhost rollback --limit w1"),
         ("slow", f"slow start ({SLOW_LOAD_S} s) on w1"),
         ("slow_back", "gpuhost rollback --limit w1 (fast config back)"),

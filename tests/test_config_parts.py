@@ -58,6 +58,21 @@ def test_each_part_alone():
     assert parts(extra="MemoryMax=100G") == ["unit"]
 
 
+def test_a_new_venv_on_path_is_the_venv_not_the_env():
+    # sglang_server puts the venv's bin/ on the server's PATH (its tools, e.g. ninja for the
+    # JIT): a lock change moves it there too, and the row says `venv` only.
+    new_py = f"/opt/gpuhost/venvs/{'d' * 16}/bin/python"
+    path = "PATH=/usr/local/cuda/bin:{}:/usr/bin\n"
+    old_env, new_env = ENV + path.format("/opt/gpuhost/venv/bin"), ENV + path.format(new_py[:-7])
+    new_unit = unit([new_py, *BASE[1:]])
+    assert changed_parts(unit(), new_unit, old_env, new_env) == ["venv"]
+    # Another PATH change besides is still the env's.
+    other = new_env.replace(":/usr/bin", ":/srv/bin")
+    assert changed_parts(unit(), new_unit, old_env, other) == ["venv", "env"]
+    # The same venv and another PATH: env.
+    assert changed_parts(unit(), unit(), old_env, ENV + path.format("/srv/bin")) == ["env"]
+
+
 def test_several_parts_in_report_order_and_flag_spellings():
     both = replace(replace(BASE, "--revision", "b" * 40), "--max-running-requests", "64")
     assert parts(both, ENV + "X=1\n") == ["flags", "model", "env"]

@@ -150,7 +150,9 @@ def test_every_venv_of_the_collection_is_roots_with_a_root_cache():
 
 def test_python_env_defaults_keep_uv_cache_and_venv_out_of_the_servers_dirs():
     defaults = yaml.safe_load((ROOT / "roles/python_env/defaults/main.yml").read_text())
-    for name in ("python_env_uv_cache_dir", "python_env_venv_dir"):
+    # python_env_venv_dir is shared (sglang_server resolves it): group_vars/all.
+    defaults.update(yaml.safe_load((ROOT / "group_vars/all/python_env.yml").read_text()))
+    for name in ("python_env_uv_cache_dir", "python_env_venv_dir", "python_env_venvs_dir"):
         assert "gpuhost_cache_dir" not in defaults[name], name
         assert "gpuhost_state_dir" not in defaults[name], name
     configure = (ROOT / "roles/python_env/vars/main.yml").read_text()

@@ -14,6 +14,8 @@ probe | gpuhost.gpu.python_env_choice(source, python, lock, install_dir) -> the 
 uv | gpuhost.gpu.python_install_command(version, install_dir, mirror) -> {argv, env}
 uv | gpuhost.gpu.python_find_command(version, install_dir) -> {argv, env}
 stderr | gpuhost.gpu.python_install_error(version, install_dir, mirror) -> the message
+sha256 | gpuhost.gpu.python_env_venv_name         -> the lock's venv directory name
+probe | gpuhost.gpu.python_env_venv_plan(current, link, keep) -> {link, prune, kept, ...}
 """
 
 from __future__ import annotations
@@ -64,6 +66,20 @@ def python_choice(probe, source, python, lock, install_dir):
     )
 
 
+def venv_name(sha256):
+    try:
+        return _logic.venv_name(str(sha256))
+    except _logic.LockError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def venv_plan(probe, current, link, keep):
+    try:
+        return _logic.venv_plan(dict(probe or {}), str(current), str(link), int(keep))
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 def smoke(stdout):
     try:
         return _logic.parse_smoke(str(stdout))
@@ -88,6 +104,8 @@ class FilterModule:
                 dict(paths), list(writable)
             ),
             "python_env_smoke": smoke,
+            "python_env_venv_name": venv_name,
+            "python_env_venv_plan": venv_plan,
             "version_mismatches": lambda e, i: _logic.version_mismatches(dict(e), dict(i)),
             "parse_check_env": lambda text: _logic.parse_check_env(str(text)),
             "python_env_choice": python_choice,

@@ -72,6 +72,15 @@ def split_env(text: str) -> tuple[dict, dict]:
     return nccl, other
 
 
+def _without_venv(env: dict, argv: list[str]) -> dict:
+    """The env with the interpreter's directory (the venv's bin/, on PATH) replaced by a
+    placeholder: a new venv is the part `venv`, not also `env`."""
+    bindir = argv[0].rsplit("/", 1)[0] if argv and "/" in argv[0] else ""
+    if not bindir:
+        return env
+    return {name: value.replace(bindir, "<venv>/bin") for name, value in env.items()}
+
+
 def changed_parts(old_unit: str, new_unit: str, old_env: str, new_env: str) -> list[str]:
     """The parts that differ, in PARTS order; [] when the configs mean the same."""
     old_argv, old_other = split_unit(old_unit)
@@ -80,6 +89,8 @@ def changed_parts(old_unit: str, new_unit: str, old_env: str, new_env: str) -> l
     new_model, new_flags = _model_and_flags(new_argv)
     old_nccl, old_env_rest = split_env(old_env)
     new_nccl, new_env_rest = split_env(new_env)
+    old_env_rest = _without_venv(old_env_rest, old_argv)
+    new_env_rest = _without_venv(new_env_rest, new_argv)
     differs = {
         "flags": old_flags != new_flags,
         "model": old_model != new_model,

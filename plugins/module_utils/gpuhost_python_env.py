@@ -366,3 +366,77 @@ def parse_check_env(text: str) -> dict[str, str]:
         elif key is not None and line.strip():
             info[key] = (info[key] + "\n" + line.rstrip()).strip("\n")
     return info
+
+
+# --- Side-by-side venvs ------------------------------------------------------------------
+# Each lock gets its own venv, python_env_venvs_dir/<first 16 hex digits of the lock's
+# sha256>, built while the venv of the previous lock still serves. python_env_venv_dir is a
+# symbolic link to the venv of the inventory's lock; the server's unit names the venv itself
+# (sglang_server resolves the link when it renders), so restoring a kept unit restores its
+# venv too, with nothing to reinstall.
+VENV_NAME = re.compile(r"^[0-9a-f]{16}$")
+VENV_NAME_LENGTH = 16
+
+
+def venv_name(lock_sha256: str) -> str:
+    """The directory name of a lock's venv: the first 16 hex digits of the lock's sha256."""
+    digest = str(lock_sha256 or "").lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise LockError(f"lock sha256: got {lock_sha256!r}; expected 64 hex digits")
+    return digest[:VENV_NAME_LENGTH]
+
+
+def venv_plan(probe: dict, current: str, link: str, keep: int) -> dict[str, Any]:
+    """What to do with the link and the venvs once `current` (the venv of this run's lock)
+    is built and verified.
+
+    probe: the python_env_probe result (link, venvs, references).
+    Returns link ('ok', 'create', 'switch', 'replace_dir' or 'keep_dir'), legacy_users (the
+    files that still name a real directory at the link's path), prune (venv paths to
+    delete) and kept ({path: why}).
+
+    A venv is kept when it is the current one, when a file the probe read names it (a live
+    unit, a known-good, previous or pending config: a rollback may start it again), or when
+    it is among the `keep` newest (the current one counts). Everything else goes, oldest
+    first; a venv never verified (no marker: a failed build) counts as the oldest.
+    """
+    if int(keep) < 1:
+        raise ValueError(f"python_env_venvs_keep: got {keep!r}; allowed: an integer >= 1")
+    current = os.path.normpath(str(current))
+    link = os.path.normpath(str(link))
+    refs = {os.path.normpath(k): list(v) for k, v in (probe.get("references") or {}).items()}
+    state = probe.get("link") or {}
+    kind = state.get("kind", "absent")
+    legacy_users: list[str] = []
+    if kind == "absent":
+        action = "create"
+    elif kind == "link":
+        target = os.path.normpath(os.path.join(os.path.dirname(link), state.get("target") or ""))
+        action = "ok" if target == current else "switch"
+    elif kind == "dir":
+        legacy_users = sorted(refs.get(link, []))
+        action = "keep_dir" if legacy_users else "replace_dir"
+    else:
+        raise ValueError(
+            f"python_env_venv_dir: {link} is a {kind}, neither a venv directory nor the link "
+            "to one; move it away and run again"
+        )
+    kept: dict[str, str] = {current: "the venv of this run's lock"}
+    venvs = [v for v in probe.get("venvs") or [] if os.path.normpath(v["path"]) != current]
+    for venv in venvs:
+        path = os.path.normpath(venv["path"])
+        if refs.get(path):
+            kept[path] = "named by " + ", ".join(sorted(refs[path]))
+    newest = sorted(
+        venvs, key=lambda v: (bool(v.get("verified")), float(v.get("time") or 0)), reverse=True
+    )
+    room = int(keep) - 1
+    for venv in newest:
+        path = os.path.normpath(venv["path"])
+        if path in kept or room <= 0 or not venv.get("verified"):
+            continue
+        kept[path] = f"among the {int(keep)} newest (python_env_venvs_keep)"
+        room -= 1
+    paths = (os.path.normpath(v["path"]) for v in venvs)
+    prune = sorted(path for path in paths if path not in kept)
+    return {"link": action, "legacy_users": legacy_users, "prune": prune, "kept": kept}

@@ -44,6 +44,22 @@ options:
   owner: {description: Owner the dirs must have., type: str, default: root}
   group: {description: Group the dirs must have., type: str, default: root}
   mode: {description: Octal mode the dirs must have., type: str, default: "0750"}
+  venvs_dir:
+    description: Directory of the side-by-side venvs (one per lock, named by 16 hex digits);
+      unset = no look.
+    type: path
+  link:
+    description: The link that names the current venv (python_env_venv_dir); unset = no look.
+    type: path
+  references:
+    description:
+      - Files, or directories read recursively (symbolic links skipped, files up to 1 MiB),
+        whose text may name a venv or the link (units, kept configs). For each venv under
+        I(venvs_dir) and for I(link), the files naming C(<path>/) are returned in
+        C(references).
+    type: list
+    elements: path
+    default: []
 author: gpuhost
 """
 
@@ -97,6 +113,25 @@ dirs_wrong:
   type: list
   elements: str
   returned: always
+link:
+  description: What I(link) is (C(kind) link, dir, absent or other) and a link's C(target).
+  type: dict
+  returned: always
+venvs:
+  description: The venvs under I(venvs_dir) (C(path), C(verified) when a marker is there,
+    C(time) of the marker or directory, C(lock_sha256) from the marker).
+  type: list
+  elements: dict
+  returned: always
+current_marker:
+  description: The marker of the venv I(link) leads to (the one that served before this
+    run); null when absent or unreadable.
+  type: dict
+  returned: always
+references:
+  description: For each venv path and the link, the files of I(references) that name it.
+  type: dict
+  returned: always
 """
 
 # Ansible modules keep their imports below the documentation strings.
@@ -105,6 +140,7 @@ import grp  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import pwd  # noqa: E402
+import re  # noqa: E402
 import stat  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -186,6 +222,85 @@ def _dir_ok(path, owner, group, mode):
         return False
 
 
+_VENV_NAME = re.compile(r"^[0-9a-f]{16}$")
+_MAX_REFERENCE_BYTES = 1 << 20
+
+
+def _read_marker(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _link_state(path):
+    if not path:
+        return {"kind": "absent", "target": ""}
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return {"kind": "absent", "target": ""}
+    if stat.S_ISLNK(st.st_mode):
+        return {"kind": "link", "target": os.readlink(path)}
+    return {"kind": "dir" if stat.S_ISDIR(st.st_mode) else "other", "target": ""}
+
+
+def _venvs(venvs_dir, marker_name):
+    found = []
+    try:
+        names = sorted(os.listdir(venvs_dir)) if venvs_dir else []
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(venvs_dir, name)
+        if not _VENV_NAME.match(name) or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        marker_path = os.path.join(path, marker_name)
+        data = _read_marker(marker_path)
+        entry = {
+            "path": path,
+            "verified": data is not None,
+            "lock_sha256": str((data or {}).get("lock_sha256") or ""),
+            "time": os.stat(marker_path if data is not None else path).st_mtime,
+        }
+        found.append(entry)
+    return found
+
+
+def _reference_files(paths):
+    for top in paths:
+        if os.path.islink(top):
+            continue
+        if os.path.isfile(top):
+            yield top
+            continue
+        for root, dirs, files in os.walk(top):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+            for name in files:
+                path = os.path.join(root, name)
+                if not os.path.islink(path):
+                    yield path
+
+
+def _references(paths, candidates):
+    found = {c: [] for c in candidates}
+    for path in _reference_files(paths):
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_REFERENCE_BYTES:
+                continue
+            with open(path, "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        for candidate in candidates:
+            if candidate.rstrip("/") + "/" in text:
+                found[candidate].append(path)
+    return found
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -204,21 +319,21 @@ def main():
             "owner": {"type": "str", "default": "root"},
             "group": {"type": "str", "default": "root"},
             "mode": {"type": "str", "default": "0750"},
+            "venvs_dir": {"type": "path"},
+            "link": {"type": "path"},
+            "references": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
     p = module.params
-    marker = None
-    try:
-        with open(p["marker"], encoding="utf-8") as handle:
-            marker = json.load(handle)
-    except (OSError, ValueError):
-        marker = None
+    marker = _read_marker(p["marker"])
     uv = _run_version(module, [p["uv"], "--version"])
     managed, managed_version = _managed_python(
         module, p["python_install_dir"], p["python_install_version"]
     )
     not_root = _venv_not_root(p["venv"])
+    venvs = _venvs(p["venvs_dir"], os.path.basename(p["marker"]))
+    candidates = [v["path"] for v in venvs] + ([p["link"]] if p["link"] else [])
     module.exit_json(
         changed=False,
         python_version=_run_version(module, [p["python"], *_VERSION]),
@@ -231,9 +346,15 @@ def main():
         managed_python=managed,
         managed_python_version=managed_version,
         uv_version=uv.split()[1] if len(uv.split()) > 1 else "",
-        marker=marker if isinstance(marker, dict) else None,
+        marker=marker,
+        current_marker=_read_marker(os.path.join(p["link"], os.path.basename(p["marker"])))
+        if p["link"]
+        else None,
         gpu_present=any(os.path.exists(d) for d in p["gpu_devices"]),
         dirs_wrong=[d for d in p["dirs"] if not _dir_ok(d, p["owner"], p["group"], p["mode"])],
+        link=_link_state(p["link"]),
+        venvs=venvs,
+        references=_references(p["references"], candidates) if p["references"] else {},
     )
 
 

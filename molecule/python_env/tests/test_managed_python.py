@@ -20,6 +20,8 @@ def test_the_host_python_is_the_one_that_does_not_fit(host):
 
 def test_no_venv_was_made(host):
     assert not host.file("/opt/gpuhost/venv").exists
+    # Neither the link nor a venv beside it: the role stopped before building one.
+    assert host.run("ls -A /opt/gpuhost/venvs 2>/dev/null").stdout.strip() == ""
 
 
 def test_managed_python_dir_is_roots_and_holds_no_python(host):

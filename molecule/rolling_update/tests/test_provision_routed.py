@@ -59,3 +59,40 @@ def test_provision_refuses_to_restart_a_routed_worker(tmp_path):
     assert _env_sum() == env_before
     # The router still has the worker, healthy: nothing drained it.
     assert all(w["healthy"] for w in bench.router_workers()), bench.router_workers()
+
+
+def _provision(tmp_path, *args: str) -> tuple[int, dict]:
+    rc, _, report = bench.gpuhost("provision", _inventory(), tmp_path / "runs", *args)
+    return rc, report
+
+
+def test_provision_builds_a_new_lock_beside_a_routed_worker_and_refuses_the_restart(tmp_path):
+    """Issue 19 item 4: a lock change through `gpuhost provision` (site.yml, the python_env
+    and server tags) builds the new lock's venv beside the serving one and moves the link,
+    but never restarts the routed worker onto it: that is `gpuhost update`'s."""
+    before, env_before = bench.unit_state(WORKER), _env_sum()
+    serving = bench.server_python(WORKER)
+    assert serving == f"{bench.venv_of(bench.LOCK_A)}/bin/python", serving
+    lock_b = json.dumps({"python_env_lock_file": str(bench.LOCK_B)})
+    try:
+        rc, report = _provision(
+            tmp_path, "--limit", WORKER, "--tags", "python_env,server", "-e", lock_b
+        )
+        text = json.dumps(report)
+        assert rc == 1, text
+        assert "provisioning never restarts a routed worker" in text, text
+        venvs = bench.venv_state(WORKER)
+        # Built and verified beside the serving venv, which is untouched.
+        assert venvs["link"] == bench.venv_of(bench.LOCK_B), venvs
+        assert bench.venv_of(bench.LOCK_B) in venvs["markers"], venvs
+        after = bench.unit_state(WORKER)
+        assert after["MainPID"] == before["MainPID"], (before, after)
+        assert after["unit_sha256"] == before["unit_sha256"], (before, after)
+        assert _env_sum() == env_before
+        assert bench.server_python(WORKER) == serving
+        assert all(w["healthy"] for w in bench.router_workers()), bench.router_workers()
+    finally:
+        # Back to the scenario's lock (the link only: the venv is kept, nothing restarts).
+        rc, report = _provision(tmp_path, "--limit", WORKER, "--tags", "python_env")
+        assert rc == 0, json.dumps(report)
+    assert bench.venv_state(WORKER)["link"] == bench.venv_of(bench.LOCK_A)
