@@ -197,18 +197,39 @@ BASE = {
 
 
 def test_the_unit_names_the_venv_not_the_link():
-    got = _render("{{ _sglang_server_entrypoint }}", **BASE, gpuhost_python_env={"venv_path": B})
-    assert got == [f"{B}/bin/python", "-m", "sglang.launch_server"]
-    # Without python_env in the play: the link's target on the host (preflight's stat).
-    link = {"stat": {"exists": True, "islnk": True, "lnk_target": A}}
-    got = _render("{{ _sglang_server_entrypoint }}", **BASE, _sglang_server_venv_link=link)
+    expr = "{{ _sglang_server_entrypoint }}"
+    link_to = {
+        "_sglang_server_venv_link": {"stat": {"exists": True, "islnk": True, "lnk_target": A}}
+    }
+    got = _render(expr, **BASE, **link_to)
+    assert got == [f"{A}/bin/python", "-m", "sglang.launch_server"]
+    # The host's link wins over a fact (the cache may be stale); python_env, when it ran in
+    # this play, moved the link already, so both agree then.
+    got = _render(expr, **BASE, **link_to, gpuhost_python_env={"venv_path": B})
     assert got[0] == f"{A}/bin/python"
+    # Check mode moves no link: the venv python_env would build is what the unit would name.
+    got = _render(
+        expr, **BASE, **link_to, gpuhost_python_env={"venv_path": B}, ansible_check_mode=True
+    )
+    assert got[0] == f"{B}/bin/python"
+    # No link (a venv directory of an earlier release, or none yet): python_env's fact.
+    no_link = {"_sglang_server_venv_link": {"stat": {"exists": True, "islnk": False}}}
+    got = _render(expr, **BASE, **no_link, gpuhost_python_env={"venv_path": B})
+    assert got[0] == f"{B}/bin/python"
     # No link, no fact (python_env off): the entry point as given.
-    assert _render("{{ _sglang_server_entrypoint }}", **BASE)[0] == f"{LINK}/bin/python"
+    assert _render(expr, **BASE)[0] == f"{LINK}/bin/python"
     # An entry point outside the link is left alone.
     other = {**BASE, "sglang_server_entrypoint": ["/srv/py/bin/python", "-m", "x"]}
-    got = _render("{{ _sglang_server_entrypoint }}", **other, gpuhost_python_env={"venv_path": B})
+    got = _render(expr, **other, gpuhost_python_env={"venv_path": B})
     assert got[0] == "/srv/py/bin/python"
+
+
+def test_a_check_run_caches_no_venv_it_did_not_build():
+    tasks = yaml.safe_load((ROOT / "roles/python_env/tasks/main.yml").read_text())
+    export = next(
+        t for t in tasks if "gpuhost_python_env" in str(t.get("ansible.builtin.set_fact"))
+    )
+    assert export["ansible.builtin.set_fact"]["cacheable"] == "{{ not ansible_check_mode }}"
 
 
 def test_the_stand_in_runs_from_the_venv_when_there_is_one():

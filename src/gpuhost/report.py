@@ -188,7 +188,7 @@ def _section_versions(env: dict) -> str:
     if env.get("enabled") is False:
         return "Role python_env is disabled on this host: no SGLang stack installed."
     pairs = [(k, v) for k, v in sorted((env.get("versions") or {}).items())]
-    for key in ("python_version", "lane", "lock", "lock_sha256", "venv"):
+    for key in ("python_version", "lane", "lock", "lock_sha256", "venv", "venv_path"):
         if env.get(key) and not isinstance(env[key], (dict, list)):
             pairs.append((key, env[key]))
     return _kv_table(pairs) if pairs else "No versions recorded (role python_env sets them)."
