@@ -373,9 +373,9 @@ def parse_check_env(text: str) -> dict[str, str]:
 # sha256>, built while the venv of the previous lock still serves. python_env_venv_dir is a
 # symbolic link to the venv of the inventory's lock; the server's unit names the venv itself
 # (sglang_server resolves the link when it renders), so restoring a kept unit restores its
-# venv too, with nothing to reinstall.
-VENV_NAME = re.compile(r"^[0-9a-f]{16}$")
+# venv too, with nothing to reinstall. VENV_NAME is what python_env_probe lists as a venv.
 VENV_NAME_LENGTH = 16
+VENV_NAME = re.compile(rf"^[0-9a-f]{{{VENV_NAME_LENGTH}}}$")
 
 
 def venv_name(lock_sha256: str) -> str:
@@ -427,13 +427,11 @@ def venv_plan(probe: dict, current: str, link: str, keep: int) -> dict[str, Any]
         path = os.path.normpath(venv["path"])
         if refs.get(path):
             kept[path] = "named by " + ", ".join(sorted(refs[path]))
-    newest = sorted(
-        venvs, key=lambda v: (bool(v.get("verified")), float(v.get("time") or 0)), reverse=True
-    )
+    verified = [v for v in venvs if v.get("verified")]
     room = int(keep) - 1
-    for venv in newest:
+    for venv in sorted(verified, key=lambda v: float(v.get("time") or 0), reverse=True):
         path = os.path.normpath(venv["path"])
-        if path in kept or room <= 0 or not venv.get("verified"):
+        if path in kept or room <= 0:
             continue
         kept[path] = f"among the {int(keep)} newest (python_env_venvs_keep)"
         room -= 1

@@ -140,10 +140,12 @@ import grp  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import pwd  # noqa: E402
-import re  # noqa: E402
 import stat  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_python_env import (  # noqa: E402
+    VENV_NAME,
+)
 
 # -I -S: no site-packages and no .pth hooks (the stack's cost ~80 ms of start-up each).
 _VERSION = ["-I", "-S", "-c", "import platform; print(platform.python_version())"]
@@ -222,7 +224,6 @@ def _dir_ok(path, owner, group, mode):
         return False
 
 
-_VENV_NAME = re.compile(r"^[0-9a-f]{16}$")
 _MAX_REFERENCE_BYTES = 1 << 20
 
 
@@ -255,7 +256,7 @@ def _venvs(venvs_dir, marker_name):
         names = []
     for name in names:
         path = os.path.join(venvs_dir, name)
-        if not _VENV_NAME.match(name) or os.path.islink(path) or not os.path.isdir(path):
+        if not VENV_NAME.match(name) or os.path.islink(path) or not os.path.isdir(path):
             continue
         marker_path = os.path.join(path, marker_name)
         data = _read_marker(marker_path)
