@@ -9,11 +9,16 @@ namespace, so everything listens on 127.0.0.1 of this machine (molecule/rolling_
 While a steady client load goes through the router (loopback only, bounded in count and
 time, stopping by itself), the bench runs the real `gpuhost update` (playbooks/update.yml)
 in phases:
-  1. a flag and a lock change on all three workers (the workers' venvs come from small
-     hashed test locks, tests/standin/locks/, and the stand-in runs from the venv's Python):
-     each builds the new lock's venv beside the serving one, is drained from the router,
-     restarted on the new venv, gated on health and the correctness query, and re-added.
-     Targets: 0 failed requests; every server runs from the new venv; the old one is kept.
+  1. a flag, a lock, a model revision and an NCCL env change on all three workers at once
+     (the workers' venvs come from small hashed test locks, tests/standin/locks/, and the
+     stand-in runs from the venv's Python; the revision comes from the hf stand-in, and the
+     stand-in server refuses a --revision that is not in the cache): every host starts the
+     download beside the serving revision, then one at a time each builds the new lock's venv
+     beside the serving one, writes nccl.env, waits for its download, is drained from the
+     router, restarted on the new venv, revision and NCCL env, gated on health and the
+     correctness query, and re-added. Targets: 0 failed requests; each row says flags, model,
+     venv, nccl; every server runs the new venv, revision and NCCL env; the old venv and
+     the old revision are kept.
   2. a bad config (the stand-in's never-healthy fault, set through the server env):
      the first worker fails its gate, sglang_server rolls it back, the rollout stops.
      Targets: 0 failed requests; the other two workers keep their MainPID and unit file.
@@ -21,7 +26,8 @@ in phases:
      the rollout stops. Targets: 0 failed requests; nothing of the first worker changed
      (MainPID, unit, the serving venv's marker, the link); the others not reached.
   3. `gpuhost rollback --limit <first worker>`: back to the config before the first phase,
-     old venv included (switched back, not reinstalled: its marker is the one it had).
+     all parts at once: the old venv (switched back, not reinstalled: its marker is the one
+     it had), the old revision, the old NCCL env (the server's and nccl.env).
   4. a slow start: the first worker's new config takes SLOW_LOAD_S s to load (the stand-in's
      SGLANG_STANDIN_LOAD_SECONDS) while the scenario's fixed gate timeout is 20 s; with
      sglang_server_start_timeout 0 the gate waits 4x the expected start (start_seconds
@@ -46,6 +52,7 @@ import http.client
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -84,6 +91,11 @@ SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 60, 25, 20
 LOCKS = REPO / "tests" / "standin" / "locks"
 LOCK_A, LOCK_B, LOCK_BROKEN = (LOCKS / f"standin-{name}.txt" for name in ("a", "b", "broken"))
 VENVS_DIR, VENV_LINK = "/opt/gpuhost/venvs", "/opt/gpuhost/venv"
+# The stand-in hub's model (molecule/rolling_update group_vars) and two revisions pinned by
+# sha: the first phase moves to whichever the workers do not serve.
+MODEL_DIR = "/var/cache/gpuhost/huggingface/hub/models--standin--tiny-model"
+REVISIONS = ("0c5d6a51f8f2b4c3d9e1a7b6c5d4e3f2a1b0c9d8", "7e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f")
+SERVER_ENV, NCCL_ENV = "/etc/gpuhost/sglang-server.env", "/etc/gpuhost/nccl.env"
 
 
 def venv_of(lock: Path) -> str:
@@ -223,6 +235,27 @@ def venv_state(container: str) -> dict:
     }
 
 
+def _value(text: str, pattern: str) -> str:
+    found = re.search(pattern, text, re.MULTILINE)
+    return found.group(1) if found else ""
+
+
+def server_config(container: str) -> dict:
+    """The parts the first phase changes besides flags and venv, as the host holds them: the
+    revision in the unit (main when none is pinned), NCCL_DEBUG in the server's env and in
+    nccl.env, and the revisions the hub cache holds."""
+    unit = sh("docker", "exec", container, "cat", f"/etc/systemd/system/{SERVICE}.service").stdout
+    env = sh("docker", "exec", container, "cat", SERVER_ENV).stdout
+    nccl = sh("docker", "exec", container, "cat", NCCL_ENV, check=False).stdout
+    snapshots = sh("docker", "exec", container, "ls", f"{MODEL_DIR}/snapshots", check=False)
+    return {
+        "revision": _value(unit, r"--revision[ =]+\"?([0-9A-Za-z._/-]+)") or "main",
+        "nccl_debug": _value(env, r"^NCCL_DEBUG=(\S+)$"),
+        "nccl_env_file": _value(nccl, r"^NCCL_DEBUG=(\S+)$"),
+        "snapshots": sorted(snapshots.stdout.split()),
+    }
+
+
 def router_workers() -> list[dict]:
     conn = http.client.HTTPConnection(*ROUTER, timeout=10)
     conn.request("GET", "/workers", headers={"Authorization": f"Bearer {ROUTER_ADMIN_KEY}"})
@@ -304,7 +337,15 @@ def measure(
 
     # A flag value that differs from whatever the previous run left, and the other test lock.
     flags = {"--max-running-requests": 17 + int(time.time()) % 40}
-    lock_b = {"python_env_lock_file": str(LOCK_B)}
+    # A revision and an NCCL_DEBUG value the first worker does not run yet.
+    parts_before = {name: server_config(name) for name in WORKERS}
+    revision = next(r for r in REVISIONS if r != parts_before[WORKERS[0]]["revision"])
+    nccl_debug = "INFO" if parts_before[WORKERS[0]]["nccl_debug"] == "WARN" else "WARN"
+    lock_b = {
+        "python_env_lock_file": str(LOCK_B),
+        "sglang_server_revision": revision,
+        "nccl_env_overrides": {"NCCL_DEBUG": nccl_debug},
+    }
     venvs_before = {name: venv_state(name) for name in WORKERS}
     load = Load(concurrency=concurrency, max_seconds=max_seconds)
     rc, seconds, report = under_load(
@@ -312,9 +353,12 @@ def measure(
     )
     config_before_good = report_configs(report, "previous")
     venvs_after = {name: venv_state(name) for name in WORKERS}
+    parts_after = {name: server_config(name) for name in WORKERS}
     results["good"] = {
         **measured(rc, seconds, load, report),
         "server_python": {name: server_python(name) for name in WORKERS},
+        "parts_before": parts_before,
+        "parts_after": parts_after,
         "old_venv_kept": {
             name: venvs_after[name]["markers"].get(venv_of(LOCK_A))
             == venvs_before[name]["markers"].get(venv_of(LOCK_A))
@@ -344,7 +388,7 @@ def measure(
         and after[WORKERS[0]]["ActiveState"] == "active",
         "report": report.get("run_dir"),
     }
-    results["bad_lock"] = bad_lock(inventory, runs, concurrency, max_seconds, flags)
+    results["bad_lock"] = bad_lock(inventory, runs, concurrency, max_seconds, flags, lock_b)
     if with_rollback:
         # `gpuhost rollback` on the first worker: back to the config it ran before the flag
         # and lock change (the good update kept it), drained and gated, under the same load.
@@ -355,6 +399,7 @@ def measure(
         w1_venvs = venv_state(WORKERS[0])
         results["rollback"] = {
             **measured(rc, seconds, load, report),
+            "parts": server_config(WORKERS[0]),
             "back_to_config_before_update": report_configs(report, "config").get(WORKERS[0])
             == config_before_good.get(WORKERS[0]),
             "server_python": server_python(WORKERS[0]),
@@ -369,8 +414,20 @@ def measure(
     results["checks"] = {
         "good: update succeeded on all three": rc_ok(results["good"], "updated"),
         "good: 0 requests failed": results["good"]["failed"] == 0,
-        "good: each row says the flags and the venv changed": results["good"]["changed"]
-        == {name: ["flags", "venv"] for name in WORKERS},
+        "good: each row says the flags, model, venv and nccl changed": results["good"]["changed"]
+        == {name: ["flags", "model", "venv", "nccl"] for name in WORKERS},
+        "good: every server runs the new revision and NCCL env (server env and nccl.env)": all(
+            results["good"]["parts_after"][name]["revision"] == revision
+            and results["good"]["parts_after"][name]["nccl_debug"] == nccl_debug
+            and results["good"]["parts_after"][name]["nccl_env_file"] == nccl_debug
+            for name in WORKERS
+        ),
+        "good: the old revision stays in the cache beside the new one": all(
+            set(results["good"]["parts_before"][name]["snapshots"])
+            < set(results["good"]["parts_after"][name]["snapshots"])
+            and revision in results["good"]["parts_after"][name]["snapshots"]
+            for name in WORKERS
+        ),
         "good: every server runs from the new lock's venv": results["good"]["server_python"]
         == {name: f"{venv_of(LOCK_B)}/bin/python" for name in WORKERS},
         "good: the old venv is kept, untouched": all(results["good"]["old_venv_kept"].values()),
@@ -409,6 +466,14 @@ def measure(
                 == f"{venv_of(LOCK_A)}/bin/python"
                 and rollback["old_venv_not_reinstalled"],
                 "rollback: 0 requests failed": rollback["failed"] == 0,
+                "rollback: the old revision and NCCL env again (server env and nccl.env)": {
+                    key: rollback["parts"][key]
+                    for key in ("revision", "nccl_debug", "nccl_env_file")
+                }
+                == {
+                    key: results["good"]["parts_before"][WORKERS[0]][key]
+                    for key in ("revision", "nccl_debug", "nccl_env_file")
+                },
             }
         )
         slow, back = results["slow"], results["slow_back"]
@@ -441,12 +506,13 @@ def bad_lock_ok(phase: dict) -> bool:
 
 
 def bad_lock(
-    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict
+    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict, same: dict
 ) -> dict:
-    """Phase 2b: a lock whose venv fails verification (uv pip check) on the first worker."""
+    """Phase 2b: a lock whose venv fails verification (uv pip check) on the first worker;
+    `same` keeps the other parts as the first phase left them."""
     first = WORKERS[0]
     before, venvs = unit_state(first), venv_state(first)
-    broken = {"sglang_server_flags": flags, "python_env_lock_file": str(LOCK_BROKEN)}
+    broken = {**same, "sglang_server_flags": flags, "python_env_lock_file": str(LOCK_BROKEN)}
     load = Load(concurrency=concurrency, max_seconds=max_seconds)
     rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, broken, runs))
     after, venvs_after = unit_state(first), venv_state(first)
@@ -521,7 +587,7 @@ def print_results(results: dict) -> None:
         f"{ref['req_per_s']} req/s"
     )
     phases = (
-        ("good", "flag and lock change on 3 workers"),
+        ("good", "flag, lock, model revision and NCCL env change on 3 workers"),
         ("bad", "bad config"),
         ("bad_lock", "bad lock (its venv fails verification)"),
         ("rollback", "gpuhost rollback --limit w1"),

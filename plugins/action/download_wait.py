@@ -27,6 +27,10 @@ short_description: Wait for the model download unit with bytes, rate and ETA
 options:
   unit: {type: str, required: true, description: "The transient unit (without .service)."}
   path: {type: str, required: true, description: "Directory whose size shows progress."}
+  revision:
+    type: str
+    default: ""
+    description: "Count only this revision's files (path_size's revision option): others stay."
   expected_bytes: {type: int, default: 0, description: "For a percentage and ETA; 0 = unknown."}
   timeout: {type: int, default: 172800}
   interval: {type: int, default: 30}
@@ -61,6 +65,8 @@ class ActionModule(ActionBase):
         timeout = int(args.get("timeout") or 172800)
         interval = max(1, int(args.get("interval") or 30))
         label = args.get("label") or path
+        revision = str(args.get("revision") or "")
+        size_args = {"path": path, **({"revision": revision} if revision else {})}
         host = (task_vars or {}).get("inventory_hostname", "?")
 
         start = time.monotonic()
@@ -73,10 +79,10 @@ class ActionModule(ActionBase):
             props = _mc.parse_show(show.get("stdout") or "")
             state = _mc.unit_state(props)
             size = self._execute_module(
-                module_name="gpuhost.gpu.path_size", module_args={"path": path}, task_vars=task_vars
+                module_name="gpuhost.gpu.path_size", module_args=size_args, task_vars=task_vars
             )
             now = time.monotonic()
-            got = int(size.get("bytes") or 0)
+            got = int(size.get("revision_bytes", size.get("bytes")) or 0)
             first = got if first is None else first
             samples = [*samples[-(_WINDOW - 1) :], (now, got)]
             (t0, b0), (t1, b1) = samples[0], samples[-1]

@@ -19,6 +19,10 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import p
 
 def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margin_gib):
     space = plain(space)
+    total = int(space.get("bytes") or 0)
+    # Measured per revision (path_size's revision option): the files of other revisions stay
+    # beside the new one and are not part of its download.
+    mine = int(space.get("revision_bytes", total) or 0)
     try:
         size, source = _mc.expected_size(float(size_gib or 0), float(profile_gib or 0))
         return _mc.disk_finding(
@@ -29,7 +33,8 @@ def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margi
             size_gib=size,
             size_source=source,
             margin_gib=float(margin_gib),
-            partial_bytes=int(space.get("bytes") or 0),
+            partial_bytes=mine,
+            kept_bytes=int(space.get("other_revision_bytes", max(0, total - mine)) or 0),
         )
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(str(exc)) from None

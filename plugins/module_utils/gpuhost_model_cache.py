@@ -74,11 +74,14 @@ def disk_finding(
     size_source: str,
     margin_gib: float,
     partial_bytes: int = 0,
+    kept_bytes: int = 0,
 ) -> dict:
     """A finding (docs/facts.md) for the model's download against the cache's filesystem.
 
-    Needed: the download size less what an interrupted download already left, plus the
-    margin. A size that is not known checks the margin only, and says so.
+    Needed: the download size less what an interrupted download of this revision already
+    left, plus the margin. Other revisions (`kept_bytes`, the one serving while a new one
+    downloads beside it) already take their space out of the free bytes and stay: they are
+    named, never credited. A size that is not known checks the margin only, and says so.
     """
     if float(margin_gib) < 0:
         raise ValueError(f"model_cache_free_margin_gib: got {margin_gib}; allowed: 0 or more GiB")
@@ -91,7 +94,9 @@ def disk_finding(
         hf_home if probe_path in ("", hf_home) else f"{hf_home} (on the filesystem of {probe_path})"
     )
     have = f"{_fmt_gib(free_bytes)} free for {where}"
-    already = f", {_fmt_gib(partial_bytes)} already downloaded" if partial_bytes else ""
+    already = f", {human(partial_bytes)} already downloaded" if partial_bytes else ""
+    if kept_bytes > 0:
+        already += f", {human(kept_bytes)} of other revisions kept beside it"
     size_text = (
         f"{model} needs ~{size_gib:g} GiB ({size_source}){already}"
         if size_bytes

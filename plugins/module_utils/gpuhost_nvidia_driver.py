@@ -234,6 +234,10 @@ def plan(
     - foreign: another driver is loaded that apt does not manage: installing packages over a
       runfile install breaks both, so the role stops and says how to remove it.
     - install: converge the apt packages to the wanted branch/version (idempotent).
+
+    `changes` says whether an install moves anything: a wanted package missing, or one on
+    another release. A serving host must be taken out of rotation for that (the new module
+    needs a reboot), not for an install that finds everything in place.
     """
     branch = int(branch)
     gpu_facts = gpu_facts or {}
@@ -293,9 +297,12 @@ def plan(
             f"converge apt packages to {wanted} (installed {primary}: {installed or 'none'}, "
             f"loaded: {described})"
         )
+    missing = sorted(set(packages) - {p["name"] for p in family})
     return {
         "action": action,
         "reason": reason,
+        "changes": action == "install" and bool(not installed_ok or stale or missing),
+        "missing": missing,
         "gpu_present": present,
         "loaded": loaded,
         "loaded_ok": loaded_ok,

@@ -27,6 +27,9 @@ It accepts and ignores every other SGLang flag, so the unit's ExecStart is the s
 the real server. It only ever binds loopback: a non-loopback `--host` is replaced by
 127.0.0.1 and the log says so.
 
+With `--revision`, the model must be in the hub cache under $HF_HOME (offline, as the unit runs
+SGLang): a revision model_cache has not downloaded fails the start like SGLang does.
+
 Fault modes (`--standin-fault` or env SGLANG_STANDIN_FAULT):
   none           behave (default)
   never-healthy  open the port, then answer 503 on /health forever
@@ -89,6 +92,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--admin-api-key", default=None)
     parser.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     parser.add_argument("--enable-metrics", action="store_true")
+    parser.add_argument("--revision", default=None)
     parser.add_argument(
         "--standin-fault",
         choices=FAULTS,
@@ -404,6 +408,37 @@ def nvidia_smi_standin(argv: list[str]) -> int:
         time.sleep(1.0)
 
 
+def missing_revision(args: argparse.Namespace) -> str:
+    """Why a pinned revision cannot load offline, or "" when it can (or none is pinned).
+
+    Like SGLang under HF_HUB_OFFLINE=1 (huggingface_hub's snapshot lookup): a hub model id
+    with --revision loads only from $HF_HOME/hub/models--<org>--<name>/snapshots/<commit>/,
+    the commit being the revision itself (a sha) or refs/<revision>. Without --revision the
+    stand-in loads no weights at all (scenarios that skip model_cache); that is its one
+    leniency, and only there.
+    """
+    if not args.revision or args.model_path.startswith("/"):
+        return ""
+    home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
+    repo = os.path.join(home, "hub", "models--" + args.model_path.replace("/", "--"))
+    commit = args.revision
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        try:
+            with open(os.path.join(repo, "refs", commit)) as ref:
+                commit = ref.read().strip()
+        except OSError:
+            commit = ""
+    config = os.path.join(repo, "snapshots", commit, "config.json") if commit else ""
+    if config and os.path.isfile(config):
+        log(f"Loading {args.model_path}@{args.revision} from {os.path.dirname(config)}")
+        return ""
+    return (
+        "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached "
+        f"snapshot folder for {args.model_path}@{args.revision} on the local disk and outgoing "
+        "traffic has been disabled (HF_HUB_OFFLINE=1)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["nvidia-smi"]:
@@ -419,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     if host not in LOOPBACK:
         log(f"--host {host} asked; the stand-in binds 127.0.0.1 only (loopback-only test double)")
         host = "127.0.0.1"
+
+    missing = missing_revision(args)
+    if missing:
+        log(missing)
+        return 1
 
     load = args.standin_load_seconds
     if args.standin_fault == "slow-start":
