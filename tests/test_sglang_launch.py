@@ -87,7 +87,7 @@ def run_launcher(tmp_path, keys_text, env_extra=None):
 
 def test_keys_from_stdin_reach_argv_in_process_only(tmp_path):
     report, _ = run_launcher(tmp_path, f"# c\napi_key={CLIENT}\nadmin_api_key={ADMIN}\n")
-    assert report["argv"] == ["--port", "1", "--api-key", CLIENT, "--admin-api-key", ADMIN]
+    assert report["argv"] == ["--port", "1", f"--api-key={CLIENT}", f"--admin-api-key={ADMIN}"]
     for where in ("environ", "cmdline", "parent_environ", "parent_cmdline"):
         for key in (CLIENT, ADMIN):
             assert key not in report[where], where
@@ -100,12 +100,12 @@ def test_journal_copy_is_masked(tmp_path):
     _, out = run_launcher(tmp_path, f"api_key={CLIENT}\nadmin_api_key={ADMIN}\n")
     lines = [x for x in out.splitlines() if x.startswith("server_args=")]
     assert lines and CLIENT not in lines[0] and ADMIN not in lines[0]
-    assert "'--api-key', '***'" in lines[0] and "'--admin-api-key', '***'" in lines[0]
+    assert "'--api-key=***'" in lines[0] and "'--admin-api-key=***'" in lines[0]
 
 
 def test_an_empty_client_key_passes_only_the_admin_key(tmp_path):
     report, _ = run_launcher(tmp_path, f"api_key=\nadmin_api_key={ADMIN}\n")
-    assert report["argv"] == ["--port", "1", "--admin-api-key", ADMIN]
+    assert report["argv"] == ["--port", "1", f"--admin-api-key={ADMIN}"]
 
 
 def test_no_keys_execs_the_entry_point_directly(tmp_path):
@@ -116,7 +116,7 @@ def test_no_keys_execs_the_entry_point_directly(tmp_path):
 
 def test_an_older_units_environment_key_is_still_used_and_warned_about(tmp_path):
     report, out = run_launcher(tmp_path, "", {"GPUHOST_SGLANG_API_KEY": CLIENT})
-    assert report["argv"] == ["--port", "1", "--api-key", CLIENT]
+    assert report["argv"] == ["--port", "1", f"--api-key={CLIENT}"]
     assert "GPUHOST_SGLANG_API_KEY" in out and "older unit" in out
 
 
@@ -227,3 +227,20 @@ def test_a_starlette_without_the_hook_point_refuses_to_start():
     module.Starlette = type("Starlette", (), {})
     with pytest.raises(RuntimeError, match="refusing to start"):
         launch.scrub_starlette(module, [ADMIN.encode()])
+
+
+def test_a_key_that_starts_with_a_dash_reaches_argparse_as_the_value():
+    """A generated admin key is token_urlsafe, which may start with `-`: as a word of its own
+    argparse takes it for an option and the start fails with `expected one argument` (seen in
+    molecule rolling_update, 1 start in ~32). One word, `--admin-api-key=KEY`, parses."""
+    spec = importlib.util.spec_from_file_location(
+        "sglang_standin", Path(__file__).parent / "standin" / "sglang_standin.py"
+    )
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    keys = {"api_key": "-client-key-0123456789", "admin_api_key": "-Zadmin_key-0123456789"}
+    args, ignored = standin.parse_args(["--port", "1", *load_launcher().key_flags(keys)])
+    assert (args.api_key, args.admin_api_key) == tuple(keys.values())
+    assert not ignored
+    with pytest.raises(SystemExit):
+        standin.parse_args(["--admin-api-key", keys["admin_api_key"]])
