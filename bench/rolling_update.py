@@ -9,16 +9,19 @@ namespace, so everything listens on 127.0.0.1 of this machine (molecule/rolling_
 While a steady client load goes through the router (loopback only, bounded in count and
 time, stopping by itself), the bench runs the real `gpuhost update` (playbooks/update.yml)
 in phases:
-  1. a flag, a lock, a model revision and an NCCL env change on all three workers at once
-     (the workers' venvs come from small hashed test locks, tests/standin/locks/, and the
-     stand-in runs from the venv's Python; the revision comes from the hf stand-in, and the
-     stand-in server refuses a --revision that is not in the cache): every host starts the
+  1. a flag, a lock, a model revision, an NCCL env and a driver branch change on all three
+     workers at once (the workers' venvs come from small hashed test locks,
+     tests/standin/locks/, and the stand-in runs from the venv's Python; the revision comes
+     from the hf stand-in, and the stand-in server refuses a --revision that is not in the
+     cache; the driver from the stand-in NVIDIA repository, 570 -> 580): every host starts the
      download beside the serving revision, then one at a time each builds the new lock's venv
      beside the serving one, writes nccl.env, waits for its download, is drained from the
-     router, restarted on the new venv, revision and NCCL env, gated on health and the
-     correctness query, and re-added. Targets: 0 failed requests; each row says flags, model,
-     venv, nccl; every server runs the new venv, revision and NCCL env; the old venv and
-     the old revision are kept.
+     router, stopped, gets the new driver (the reboot it needs is recorded, not performed, in
+     a container), starts on the new venv, revision and NCCL env, is gated on health and the
+     correctness query, and re-added. Targets: 0 failed requests; never fewer than two
+     workers in the router's pool; each row says flags, model, venv, nccl, driver; every
+     server runs the new venv, revision and NCCL env on driver 580; the old venv and the old
+     revision are kept.
   2. a bad config (the stand-in's never-healthy fault, set through the server env):
      the first worker fails its gate, sglang_server rolls it back, the rollout stops.
      Targets: 0 failed requests; the other two workers keep their MainPID and unit file.
@@ -96,6 +99,9 @@ VENVS_DIR, VENV_LINK = "/opt/gpuhost/venvs", "/opt/gpuhost/venv"
 MODEL_DIR = "/var/cache/gpuhost/huggingface/hub/models--standin--tiny-model"
 REVISIONS = ("0c5d6a51f8f2b4c3d9e1a7b6c5d4e3f2a1b0c9d8", "7e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f")
 SERVER_ENV, NCCL_ENV = "/etc/gpuhost/sglang-server.env", "/etc/gpuhost/nccl.env"
+# The workers' driver branch (molecule/rolling_update group_vars) and the one the bench rolls
+# out; the stand-in repository's newest release of it.
+DRIVER_BRANCH, DRIVER_RELEASE = 580, "580.105.08-1"
 
 
 def venv_of(lock: Path) -> str:
@@ -256,6 +262,43 @@ def server_config(container: str) -> dict:
     }
 
 
+def driver_release(container: str) -> str:
+    """The installed nvidia-open package's version ("" when none)."""
+    query = ["dpkg-query", "-W", "-f", "${Version}", "nvidia-open"]
+    return sh("docker", "exec", container, *query, check=False).stdout.strip()
+
+
+@dataclass
+class PoolWatch:
+    """Polls the router's worker list while a phase runs: the fewest healthy workers seen."""
+
+    interval: float = 0.5
+    fewest: int = 99
+    samples: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            try:
+                healthy = sum(w["healthy"] for w in router_workers())
+            except (OSError, ValueError, KeyError):
+                healthy = 0  # the router did not answer: nobody is served
+            self.fewest, self.samples = min(self.fewest, healthy), self.samples + 1
+            self.stop.wait(self.interval)
+
+    def start(self) -> PoolWatch:
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+        return self
+
+    def finish(self) -> PoolWatch:
+        self.stop.set()
+        if self.thread:
+            self.thread.join(timeout=15)
+        return self
+
+
 def router_workers() -> list[dict]:
     conn = http.client.HTTPConnection(*ROUTER, timeout=10)
     conn.request("GET", "/workers", headers={"Authorization": f"Bearer {ROUTER_ADMIN_KEY}"})
@@ -341,16 +384,23 @@ def measure(
     parts_before = {name: server_config(name) for name in WORKERS}
     revision = next(r for r in REVISIONS if r != parts_before[WORKERS[0]]["revision"])
     nccl_debug = "INFO" if parts_before[WORKERS[0]]["nccl_debug"] == "WARN" else "WARN"
+    driver = {"nvidia_driver_branch": DRIVER_BRANCH}
     lock_b = {
         "python_env_lock_file": str(LOCK_B),
         "sglang_server_revision": revision,
         "nccl_env_overrides": {"NCCL_DEBUG": nccl_debug},
+        **driver,
     }
     venvs_before = {name: venv_state(name) for name in WORKERS}
+    drivers_before = {name: driver_release(name) for name in WORKERS}
     load = Load(concurrency=concurrency, max_seconds=max_seconds)
-    rc, seconds, report = under_load(
-        load, lambda: gpuhost_update(inventory, {"sglang_server_flags": flags, **lock_b}, runs)
-    )
+    pool = PoolWatch().start()
+    try:
+        rc, seconds, report = under_load(
+            load, lambda: gpuhost_update(inventory, {"sglang_server_flags": flags, **lock_b}, runs)
+        )
+    finally:
+        pool.finish()
     config_before_good = report_configs(report, "previous")
     venvs_after = {name: venv_state(name) for name in WORKERS}
     parts_after = {name: server_config(name) for name in WORKERS}
@@ -359,6 +409,14 @@ def measure(
         "server_python": {name: server_python(name) for name in WORKERS},
         "parts_before": parts_before,
         "parts_after": parts_after,
+        "drivers_before": drivers_before,
+        "drivers_after": {name: driver_release(name) for name in WORKERS},
+        "driver_activation": {
+            name: (act or {}).get("outcome")
+            for name, act in (report.get("driver_activation") or {}).items()
+        },
+        "fewest_in_pool": pool.fewest,
+        "pool_samples": pool.samples,
         "old_venv_kept": {
             name: venvs_after[name]["markers"].get(venv_of(LOCK_A))
             == venvs_before[name]["markers"].get(venv_of(LOCK_A))
@@ -409,13 +467,25 @@ def measure(
             "report": report.get("run_dir"),
         }
     if with_rollback:
-        results.update(slow_start(inventory, runs, concurrency, max_seconds, flags))
+        results.update(slow_start(inventory, runs, concurrency, max_seconds, flags, driver))
     results["router_workers_after"] = router_workers()
     results["checks"] = {
         "good: update succeeded on all three": rc_ok(results["good"], "updated"),
         "good: 0 requests failed": results["good"]["failed"] == 0,
-        "good: each row says the flags, model, venv and nccl changed": results["good"]["changed"]
-        == {name: ["flags", "model", "venv", "nccl"] for name in WORKERS},
+        "good: each row says the flags, model, venv, nccl and driver changed": results["good"][
+            "changed"
+        ]
+        == {name: ["flags", "model", "venv", "nccl", "driver"] for name in WORKERS},
+        f"good: every worker moved to driver {DRIVER_RELEASE}, the reboot recorded, not done": (
+            all(results["good"]["drivers_before"][name] != DRIVER_RELEASE for name in WORKERS)
+            and results["good"]["drivers_after"] == dict.fromkeys(WORKERS, DRIVER_RELEASE)
+            and results["good"]["driver_activation"] == dict.fromkeys(WORKERS, "reboot needed")
+        ),
+        "good: never fewer than two workers healthy in the router's pool": results["good"][
+            "fewest_in_pool"
+        ]
+        >= 2
+        and results["good"]["pool_samples"] >= 10,
         "good: every server runs the new revision and NCCL env (server env and nccl.env)": all(
             results["good"]["parts_after"][name]["revision"] == revision
             and results["good"]["parts_after"][name]["nccl_debug"] == nccl_debug
@@ -528,10 +598,12 @@ def bad_lock(
 
 
 def slow_start(
-    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict
+    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict, driver: dict
 ) -> dict:
-    """Phase 4: a worker that loads for SLOW_LOAD_S s, rolled out and rolled back under load."""
+    """Phase 4: a worker that loads for SLOW_LOAD_S s, rolled out and rolled back under load
+    (`driver`: the branch phase 1 left, which a rollback does not undo)."""
     slow = {
+        **driver,
         "sglang_server_flags": flags,
         "sglang_server_extra_env": {"SGLANG_STANDIN_LOAD_SECONDS": str(SLOW_LOAD_S)},
         "sglang_server_start_timeout": 0,
@@ -587,7 +659,7 @@ def print_results(results: dict) -> None:
         f"{ref['req_per_s']} req/s"
     )
     phases = (
-        ("good", "flag, lock, model revision and NCCL env change on 3 workers"),
+        ("good", "flag, lock, model revision, NCCL env and driver change on 3 workers"),
         ("bad", "bad config"),
         ("bad_lock", "bad lock (its venv fails verification)"),
         ("rollback", "gpuhost rollback --limit w1"),

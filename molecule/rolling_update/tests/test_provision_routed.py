@@ -96,3 +96,21 @@ def test_provision_builds_a_new_lock_beside_a_routed_worker_and_refuses_the_rest
         rc, report = _provision(tmp_path, "--limit", WORKER, "--tags", "python_env")
         assert rc == 0, json.dumps(report)
     assert bench.venv_state(WORKER)["link"] == bench.venv_of(bench.LOCK_A)
+
+
+def test_provision_refuses_a_driver_change_under_a_routed_worker(tmp_path):
+    """Issue 19 item 4: a driver branch change through `gpuhost provision` (the driver tag)
+    would move the packages under the serving worker and need a reboot: the driver role stops
+    for that host before changing anything and says to run `gpuhost update`."""
+    before, release = bench.unit_state(WORKER), bench.driver_release(WORKER)
+    assert release.startswith("570."), release
+    branch = json.dumps({"nvidia_driver_branch": bench.DRIVER_BRANCH})
+    rc, report = _provision(tmp_path, "--limit", WORKER, "--tags", "driver", "-e", branch)
+    text = json.dumps(report)
+    assert rc == 1, text
+    assert "provisioning never does that to a routed worker" in text, text
+    assert f"gpuhost update -i INVENTORY --limit {WORKER}" in text, text
+    assert bench.driver_release(WORKER) == release
+    after = bench.unit_state(WORKER)
+    assert after["MainPID"] == before["MainPID"], (before, after)
+    assert all(w["healthy"] for w in bench.router_workers()), bench.router_workers()

@@ -1,0 +1,141 @@
+"""A driver change goes through `gpuhost update` (issue 19, item 2): role nvidia_driver's plan
+says whether an install moves a package (`changes`), the rolling path drains the worker, stops
+the server, installs, and gates the server again, one worker of a router pool at a time; and
+provisioning refuses to move the driver under a routed worker (item 4)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as nd
+from gpuhost_fakes import ROOT
+
+PACKAGES = ["nvidia-open", "nvidia-driver-cuda", "nvidia-kernel-open-dkms"]
+
+
+def _probe(version="", loaded=False, packages=PACKAGES):
+    return {
+        "driver": {
+            "loaded": loaded,
+            "version": version if loaded else "",
+            "branch": nd.branch_of(version) if loaded else None,
+            "flavour": "open" if loaded else "unknown",
+        },
+        "gpu_present": True,
+        "packages": [
+            {"name": n, "version": f"{version}-1", "held": True, "state": "installed"}
+            for n in (packages if version else [])
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("installed", "branch", "exact", "packages", "changes"),
+    [
+        ("580.105.08", 580, "", PACKAGES, False),  # in place: an install finds nothing to move
+        ("570.195.03", 580, "", PACKAGES, True),  # a branch change
+        ("580.95.05", 580, "580.105.08", PACKAGES, True),  # a release pin moved
+        ("580.105.08", 580, "", PACKAGES[:2], True),  # a wanted package is missing
+        ("", 580, "", PACKAGES, True),  # a new host
+    ],
+)
+def test_plan_says_whether_an_install_moves_anything(installed, branch, exact, packages, changes):
+    plan = nd.plan(_probe(installed, bool(installed), packages), None, branch, exact, PACKAGES)
+    assert plan["action"] == "install"
+    assert plan["changes"] is changes, plan
+
+
+def test_a_kept_or_skipped_driver_never_changes():
+    keep = nd.plan(
+        {"driver": {"loaded": True, "version": "580.159.04", "branch": 580, "flavour": "open"},
+         "gpu_present": True, "packages": []},
+        None, 580, "", ["nvidia-open-580"],
+    )  # fmt: skip
+    assert keep["action"] == "keep" and keep["changes"] is False
+    skip = nd.plan({"driver": {}, "gpu_present": False, "packages": []}, None, 580, "", PACKAGES)
+    assert skip["action"] == "skip" and skip["changes"] is False
+
+
+def _block():
+    tasks = yaml.safe_load((ROOT / "roles/rolling_update/tasks/main.yml").read_text())
+    update = next(t for t in tasks if t.get("name") == "Update this host")
+    return update
+
+
+def _at(tasks, fragment):
+    return next(i for i, t in enumerate(tasks) if fragment in t["name"])
+
+
+def test_the_rolling_path_drains_stops_installs_then_gates():
+    block = _block()["block"]
+    assert _at(block, "NVIDIA driver changes (nvidia_driver preflight") < _at(block, "(python_env)")
+    guard = block[_at(block, "one worker of the router pool")]
+    assert "ansible_play_batch | length == 1" in guard["ansible.builtin.assert"]["that"]
+    assert "--serial 1" in guard["ansible.builtin.assert"]["fail_msg"]
+    assert _at(block, "one worker of the router pool") < _at(block, "(python_env)")
+    order = [
+        "Drain this worker",
+        "Stop the server for the driver change",
+        "Install the new NVIDIA driver",
+        "Restart behind the health and correctness gate",
+    ]
+    assert [_at(block, name) for name in order] == sorted(_at(block, name) for name in order)
+    install = block[_at(block, "Install the new NVIDIA driver")]
+    assert install["ansible.builtin.include_role"] == {"name": "nvidia_driver"}
+    assert (
+        "_rolling_update_driver"
+        in block[_at(block, "Decide whether this host restarts")]["ansible.builtin.set_fact"][
+            "_rolling_update_changed"
+        ]
+    )
+
+
+def test_a_failed_driver_change_starts_the_known_good_server_again():
+    rescue = _block()["rescue"]
+    restart = rescue[_at(rescue, "Start the known-good config again")]
+    assert restart["ansible.builtin.include_role"] == {
+        "name": "sglang_server",
+        "tasks_from": "restore",
+    }
+    assert any("_rolling_update_stopped" in w for w in restart["when"])
+    always = _block()["always"]
+    add_back = always[_at(always, "Put the worker back into rotation")]
+    assert any("restore.ok" in w for w in add_back["when"])
+    record = always[_at(always, "Record the rollout state")]
+    assert "['driver']" in record["ansible.builtin.set_fact"]["gpuhost_rollout"]["changed"]
+
+
+def test_provisioning_refuses_a_driver_change_under_a_routed_worker():
+    main = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/main.yml").read_text())
+    routed = _at(main, "Hand a routed worker's driver change")
+    assert routed < _at(main, "Install")
+    assert "_nvidia_driver_plan.changes | default(false) | bool" in main[routed]["when"]
+    guard = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/routed.yml").read_text())
+    fail = guard[_at(guard, "Refuse to move the driver")]
+    assert "gpuhost update -i INVENTORY --limit" in fail["ansible.builtin.fail"]["msg"]
+    assert "not ansible_check_mode" in fail["when"]
+
+
+def test_site_gathers_host_facts_under_any_tag_selection(tmp_path):
+    """A stage tag on an import tags its plays, whose implicit fact gathering then runs only
+    when a stage tag is selected: `gpuhost provision --tags driver` ran role nvidia_driver with
+    no facts ("first_found failed", seen in molecule rolling_update). site.yml gathers them in
+    a play tagged always; ansible-playbook --list-tasks shows it for a role tag."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  children:\n    gpu_hosts:\n      hosts:\n        h1:\n")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
+    ansible = Path(sys.executable).parent / "ansible-playbook"
+    argv = [str(ansible), "-i", str(inventory), str(ROOT / "site.yml"), "--list-tasks"]
+    out = subprocess.run(
+        [*argv, "--tags", "driver"],
+        capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    listing = out.stdout
+    facts = listing.index("Gather the facts the stages read")
+    assert facts < listing.index("nvidia_driver : Validate the nvidia_driver settings"), listing
