@@ -232,7 +232,8 @@ def test_a_starlette_without_the_hook_point_refuses_to_start():
 def test_a_key_that_starts_with_a_dash_reaches_argparse_as_the_value():
     """A generated admin key is token_urlsafe, which may start with `-`: as a word of its own
     argparse takes it for an option and the start fails with `expected one argument` (seen in
-    molecule rolling_update, 1 start in ~32). One word, `--admin-api-key=KEY`, parses."""
+    molecule rolling_update; about 1 generated key in 64). One word, `--admin-api-key=KEY`,
+    parses."""
     spec = importlib.util.spec_from_file_location(
         "sglang_standin", Path(__file__).parent / "standin" / "sglang_standin.py"
     )
