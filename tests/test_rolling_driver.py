@@ -139,3 +139,37 @@ def test_site_gathers_host_facts_under_any_tag_selection(tmp_path):
     listing = out.stdout
     facts = listing.index("Gather the facts the stages read")
     assert facts < listing.index("nvidia_driver : Validate the nvidia_driver settings"), listing
+
+
+@pytest.mark.parametrize(
+    ("failed", "same", "stopped", "restore_ok", "state"),
+    [
+        (False, False, False, None, "updated"),
+        (True, True, False, None, "rolled_back"),  # the gate failed, the old config is back
+        (True, False, False, None, "failed"),  # the host holds neither config
+        (True, True, True, True, "rolled_back"),  # driver failed, the old server started again
+        (True, True, True, False, "failed"),  # driver failed and the old server did not start
+    ],
+)
+def test_the_row_says_failed_when_a_stopped_server_did_not_come_back(
+    failed, same, stopped, restore_ok, state
+):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    always = _block()["always"]
+    record = always[_at(always, "Record the rollout state")]
+    variables = {k: trust_as_template(v) for k, v in record["vars"].items()}
+    variables.update(
+        _rolling_update_hashes={"live": "a"},
+        _rolling_update_before={"live": "a" if same else "b"},
+        _rolling_update_changed=True,
+        _rolling_update_stopped=stopped,
+        ansible_check_mode=False,
+    )
+    if failed:
+        variables["_rolling_update_cause"] = "why"
+    if restore_ok is not None:
+        variables["gpuhost_sglang_server"] = {"restore": {"ok": restore_ok}}
+    templar = Templar(loader=DataLoader(), variables=variables)
+    assert templar.template(trust_as_template("{{ _state }}")).strip() == state
