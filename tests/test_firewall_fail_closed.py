@@ -164,6 +164,7 @@ def _router_values(**overrides):
         "sglang_router_extra_args": {},
         "sglang_router_timeout_stop_sec": 300,
         "sglang_router_firewall_cidrs": [],
+        "_sglang_router_keys_path": "/etc/gpuhost/sglang-router.keys",
         **overrides,
     }
     values["_sglang_router_loopback"] = _var(ROUTER, "_sglang_router_loopback", values) == "True"

@@ -46,6 +46,7 @@ def _render_router(**overrides):
         "sglang_router_extra_args": {},
         "sglang_router_timeout_stop_sec": 300,
         "_sglang_router_firewall": False,
+        "_sglang_router_keys_path": "/etc/gpuhost/sglang-router.keys",
         **overrides,
     }
     return env.from_string(path.read_text()).render(values)

@@ -94,6 +94,22 @@ def load_catalogue(version: str, data_dir: str = DEFAULT_DATA_DIR) -> Catalogue:
         return Catalogue(json.load(handle))
 
 
+# argparse's own test for a word that is a negative number, not an option (Python 3.11;
+# 3.13 accepts more, never less): a parser without options that look like negative numbers
+# (sglang's and sglang-router's have none) reads such a word as a value.
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+def option_like(word: Any) -> bool:
+    """Whether argparse could read `word`, given as a separate argv word, as an option
+    rather than as the value of the flag before it: it starts with '-' and is not a negative
+    number. Such a word inside a list value (nargs) ends the list and starts another option
+    (`--encoder-urls x --host 0.0.0.0`); after an optional-value flag (nargs '?') the flag
+    takes no value and the word is parsed as an option of its own."""
+    text = str(word)
+    return text.startswith("-") and not _NEGATIVE_NUMBER.match(text)
+
+
 def parse_human_int(text: str) -> int:
     """sglang's human_readable_int: plain ints, SI (1k, 25.6k) and IEC (1Ki) suffixes."""
     text = text.strip()

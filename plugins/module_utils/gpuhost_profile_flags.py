@@ -122,6 +122,35 @@ def _is_switch(entry):
     )
 
 
+def _is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _option_like_values(flag, value, version):
+    """A value argparse could read as another option: a list item, which would end the list
+    and start `--host 0.0.0.0`, or a value that starts with '-' (after a flag whose value is
+    optional, argparse takes no value and parses the word as an option). A negative number
+    is a value; a single one is rendered in one word (`--flag=-1e-05`), a list item must be
+    one argparse itself reads as a number (-1, -0.5)."""
+    if isinstance(value, list):
+        bad = [item for item in value if gpuhost_catalogue.option_like(item)]
+    elif isinstance(value, (dict, bool)) or value is None:
+        bad = []
+    else:
+        text = str(value)
+        bad = [value] if text.startswith("-") and not _is_number(text) else []
+    return [
+        f"{flag} {item!r}: a value that starts with '-' would be read by sglang {version}'s "
+        "argparse as another option (the way --host/--port would slip past their variables); "
+        "allowed: a value that does not start with '-' (or a negative number such as -1, -0.5)"
+        for item in bad
+    ]
+
+
 def _check_value(cat, flag, value):
     """Problems with one flag's value (a list of strings): the profile's rules on switches
     and lists, then the catalogue's argparse-exact check of each value, in this module's words.
@@ -141,6 +170,7 @@ def _check_value(cat, flag, value):
         problems.append(f"{flag} takes one value in sglang {version}; got a list")
     choices = entry.get("choices")
     kind = str(entry.get("type") or "")
+    problems += _option_like_values(flag, value, version)
     for item in value if isinstance(value, list) else [value]:
         wrong = cat.check_value(flag, item)
         if not wrong:

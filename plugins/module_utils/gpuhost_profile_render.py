@@ -13,34 +13,53 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_catalogue import option_like
+
+
+def _pair(flag, value):
+    """A flag and its one value. A value that starts with '-' goes in the same word
+    (`--flag=-1`): as a word of its own argparse could read it as an option (a negative
+    number is the one dash-led value gpuhost.gpu.sglang_profile lets through)."""
+    text = str(value)
+    return [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+
 
 def render_args(effective, flags, listen, model_path=None):
-    """The server's arguments (without the entry point): fixed ones first, then the flags."""
+    """The server's arguments (without the entry point): fixed ones first, then the flags.
+
+    Every value reaches argparse as a value of its own flag: single values through _pair,
+    list items as words of their own, refused (ValueError) when argparse would read one as
+    an option (a list ends at such a word and the rest, `--host 0.0.0.0`, is parsed as
+    options). gpuhost_profile_flags refuses those first, naming the flag; this is the last
+    guard, so --host and --port come only from `listen`.
+    """
     args = [
-        "--model-path",
-        str(model_path or effective["model"]),
-        "--served-model-name",
-        effective["served_model_name"],
-        "--host",
-        str(listen.get("host", "127.0.0.1")),
-        "--port",
-        str(listen.get("port", 30000)),
-        "--tp-size",
-        str(effective["tp_size"]),
+        *_pair("--model-path", model_path or effective["model"]),
+        *_pair("--served-model-name", effective["served_model_name"]),
+        *_pair("--host", listen.get("host", "127.0.0.1")),
+        *_pair("--port", listen.get("port", 30000)),
+        *_pair("--tp-size", effective["tp_size"]),
     ]
     if effective.get("revision") and effective["revision"] != "main" and not model_path:
-        args += ["--revision", effective["revision"]]
+        args += _pair("--revision", effective["revision"])
     for flag, value in flags.items():
         if value is True:
             args.append(flag)
         elif isinstance(value, list):
-            args += [flag, *(str(v) for v in value)]
+            items = [str(v) for v in value]
+            bad = [item for item in items if option_like(item)]
+            if bad:
+                raise ValueError(
+                    f"{flag}: list item(s) {bad!r} start with '-' and would be read as options, "
+                    "not values; allowed: items that do not start with '-' (negative numbers)"
+                )
+            args += [flag, *items]
         elif isinstance(value, dict):
-            args += [flag, json.dumps(value, sort_keys=True)]
+            args += _pair(flag, json.dumps(value, sort_keys=True))
         elif isinstance(value, float):
-            args += [flag, repr(value)]
+            args += _pair(flag, repr(value))
         else:
-            args += [flag, str(value)]
+            args += _pair(flag, value)
     return args
 
 

@@ -29,6 +29,9 @@ from ansible.module_utils.errors import ArgumentValueError, ElementError, Unsupp
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
     control_characters,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+    check as argv_problem,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import is_secret_name
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
 
@@ -257,6 +260,11 @@ def _check_constraint(value, rule):
         raise Invalid(rule.get("message") or f"a string matching {rule['pattern']}")
     if "ip" in rule and isinstance(value, (str, int)) and not isinstance(value, bool):
         _check_ip(str(value), rule["ip"])
+    if "argv" in rule and value not in (None, "", {}):
+        # Words of sglang-router's command line (gpuhost_router_args): no option smuggled in.
+        problem = argv_problem(rule["argv"], value)
+        if problem:
+            raise Invalid(problem)
     if "min_length" in rule and hasattr(value, "__len__") and len(value) < rule["min_length"]:
         raise Invalid(rule.get("message") or f"at least {rule['min_length']} item(s)")
     if "elements" in rule and isinstance(value, list):
