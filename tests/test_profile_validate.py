@@ -494,3 +494,17 @@ def test_control_characters_in_rendered_values_fail():
     ), result["errors"]
     _, result = check(env={"X": "a\rb"})
     assert any(e.startswith("env: got ") for e in result["errors"]), result["errors"]
+
+
+@pytest.mark.parametrize("name", ["NCCL_SOCKET_IFNAME", "NCCL_P2P_LEVEL", "GLOO_SOCKET_IFNAME"])
+def test_nccl_variables_in_the_server_env_are_refused(name):
+    # nccl.env binds NCCL's and gloo's sockets to lo; the server env is merged over it, so an
+    # interface named here would undo that binding without a word (issue 28 item 8).
+    _, result = check(env={name: "eth0"})
+    assert any(
+        e.startswith("sglang_server_extra_env (or the profile's env): " + name)
+        and "nccl_env_overrides." + name in e
+        for e in result["errors"]
+    ), result["errors"]
+    _, plain = check(env={"SGLANG_ENABLE_JIT_DEEPGEMM": "0"})
+    assert plain["errors"] == []

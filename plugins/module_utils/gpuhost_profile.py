@@ -199,6 +199,16 @@ def start_timeout(start_seconds, override=0):
 # validate
 
 
+
+# Variables role nccl decides for every GPU host (nccl.env): NCCL's own, and the interface
+# gloo binds to (torch.distributed's CPU group, which follows the same rule).
+_NCCL_OWNED_PREFIXES = ("NCCL_",)
+_NCCL_OWNED_NAMES = ("GLOO_SOCKET_IFNAME",)
+
+
+def _owned_by_nccl(name):
+    return name.startswith(_NCCL_OWNED_PREFIXES) or name in _NCCL_OWNED_NAMES
+
 def validate(
     effective, catalogue, gpu=None, nccl=None, policy=None, listen=None, nccl_overrides=None
 ):
@@ -506,6 +516,15 @@ def validate(
     for name in effective["env"]:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             errors.append(f"sglang_server_extra_env: {name!r} is not an environment variable name")
+        elif _owned_by_nccl(name):
+            # The server env is merged over nccl.env: a NCCL_* (or gloo's interface) here
+            # would silently undo role nccl's decision, e.g. the loopback binding of NCCL's
+            # and gloo's sockets that no port rule covers.
+            errors.append(
+                f"sglang_server_extra_env (or the profile's env): {name} is role nccl's "
+                f"decision (nccl.env, with its reason); allowed: set it in "
+                f"nccl_env_overrides.{name}, never in the server's env"
+            )
 
     return {
         "errors": errors,
