@@ -199,7 +199,6 @@ def start_timeout(start_seconds, override=0):
 # validate
 
 
-
 # Variables role nccl decides for every GPU host (nccl.env): NCCL's own, and the interface
 # gloo binds to (torch.distributed's CPU group, which follows the same rule).
 _NCCL_OWNED_PREFIXES = ("NCCL_",)
@@ -208,6 +207,7 @@ _NCCL_OWNED_NAMES = ("GLOO_SOCKET_IFNAME",)
 
 def _owned_by_nccl(name):
     return name.startswith(_NCCL_OWNED_PREFIXES) or name in _NCCL_OWNED_NAMES
+
 
 def validate(
     effective, catalogue, gpu=None, nccl=None, policy=None, listen=None, nccl_overrides=None
