@@ -129,17 +129,23 @@ def test_systemd_run_argv_runs_as_the_service_account_without_the_token():
         revision="main",
         max_workers=8,
         include=["*.json"],
-        env={"HF_HOME": "/c/hf", "HF_TOKEN_PATH": "/etc/gpuhost/hf-token"},
+        env={"HF_HOME": "/c/hf"},
         hf_home="/c/hf",
         timeout_s=3600,
+        python=["/opt/gpuhost/hf-venv/bin/python"],
+        wrapper="/opt/gpuhost/libexec/gpuhost-hf-download",
+        token_file="/etc/gpuhost/hf-token",
     )
     assert argv[0] == "systemd-run"
     assert "--uid=gpuhost" in argv and "--gid=gpuhost" in argv
     assert "--property=RemainAfterExit=yes" in argv
     assert "--property=ReadWritePaths=/c/hf" in argv
-    assert "--setenv=HF_TOKEN_PATH=/etc/gpuhost/hf-token" in argv
+    assert "--property=StandardInput=file:/etc/gpuhost/hf-token" in argv
     tail = argv[argv.index("--") + 1 :]
     assert tail == [
+        "/opt/gpuhost/hf-venv/bin/python",
+        "-I",
+        "/opt/gpuhost/libexec/gpuhost-hf-download",
         "/opt/gpuhost/hf-venv/bin/hf",
         "download",
         "acme/m",
@@ -162,6 +168,8 @@ def test_systemd_run_argv_runs_as_the_service_account_without_the_token():
             env={"HF_TOKEN": "hf_secret"},
             hf_home="/c",
             timeout_s=60,
+            python=["/usr/bin/python3"],
+            wrapper="/w",
         )
 
 

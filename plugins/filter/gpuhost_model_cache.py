@@ -8,6 +8,7 @@ show_text | gpuhost.gpu.model_cache_unit_state             -> absent|running|suc
 state | gpuhost.gpu.model_cache_start_action(marker_exists) -> start|restart|wait|finish|done
 {...} | gpuhost.gpu.model_cache_systemd_run                 -> the systemd-run argv
 {...} | gpuhost.gpu.model_cache_download_errors             -> [errors naming the variables]
+first_line | gpuhost.gpu.model_cache_cli_python(cli)        -> the CLI's interpreter argv
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def model_cache_download_errors(spec):
     )
 
 
+def model_cache_cli_python(shebang, cli):
+    try:
+        return _mc.python_of(str(shebang or ""), str(cli))
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 def model_cache_systemd_run(spec):
     spec = plain(spec)
     try:
@@ -76,4 +84,5 @@ class FilterModule:
             "model_cache_start_action": model_cache_start_action,
             "model_cache_download_errors": model_cache_download_errors,
             "model_cache_systemd_run": model_cache_systemd_run,
+            "model_cache_cli_python": model_cache_cli_python,
         }

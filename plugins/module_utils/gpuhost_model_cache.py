@@ -9,7 +9,9 @@ it survives the control node's disconnect and a re-run finds it. Everything here
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import urllib.parse
 from datetime import UTC, datetime
 
 GIB = 1 << 30
@@ -21,11 +23,20 @@ _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
 _INCLUDE = re.compile(r"[A-Za-z0-9._*?/\[\]-]+")
 _ENV_KEY = re.compile(r"[A-Z_][A-Z0-9_]*")
-_ENV_VALUE = re.compile(r"[A-Za-z0-9._:/@+,=-]*")
+_ENV_VALUE = re.compile(r"[A-Za-z0-9._:/@+,=\[\]-]*")  # [ ]: an IPv6 host in a URL
 _PATH = re.compile(r"/[A-Za-z0-9._/-]*")
-# Secrets never travel in the unit's environment (systemctl show prints it): the token goes
-# through HF_TOKEN_PATH, a 0600 file of the downloading account.
+_PYTHON = re.compile(r"python(3(\.[0-9]+)?)?")
+# Secrets never travel in the unit's environment (systemctl show prints it): the token is the
+# unit's standard input (a root-owned file PID 1 opens), read by the wrapper TOKEN_WRAPPER.
 _SECRET_KEY = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|KEY|CREDENTIALS?)$")
+# Keys the unit sets itself or that would defeat it: where the token comes from, offline mode.
+_TOKEN_KEYS = ("HF_TOKEN_PATH", "HUGGING_FACE_HUB_TOKEN")
+_OFFLINE_KEYS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+# huggingface_hub's constants._is_true: what it reads as "on".
+_HF_TRUE = {"1", "ON", "YES", "TRUE"}
+# The wrapper (roles/model_cache/files/gpuhost-hf-download) that reads the token from standard
+# input in a non-dumpable process and runs the CLI in-process.
+TOKEN_WRAPPER = "gpuhost-hf-download"
 
 
 def _fmt_gib(n: float) -> str:
@@ -121,6 +132,64 @@ def disk_finding(
     }
 
 
+def hub_endpoint_error(name: str, value: str) -> str:
+    """'' when `value` is a hub endpoint the token and the weights may travel to, else an error
+    naming `name`. The rule: https:// to any host; http:// only to a loopback host (localhost,
+    127.0.0.0/8, ::1: a mirror or proxy on the host itself, where nothing crosses a network
+    in clear); nothing else (no other scheme, no user:password@, no query or fragment)."""
+    allowed = (
+        "allowed: https://HOST[:PORT][/PATH], or http:// only to a loopback host "
+        "(localhost, 127.0.0.1, [::1]): the token and the weights must not cross a network "
+        "in clear"
+    )
+    try:
+        url = urllib.parse.urlsplit(str(value))
+        host = url.hostname or ""
+        url.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        return f"{name}: got {value!r}; {allowed}"
+    if url.username or url.password or url.query or url.fragment or not host:
+        return f"{name}: got {value!r}; {allowed}"
+    if url.scheme == "https":
+        return ""
+    if url.scheme == "http":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if loopback:
+            return ""
+        return f"{name}: got {value!r} (http:// to {host}, not a loopback host); {allowed}"
+    return f"{name}: got {value!r}; {allowed}"
+
+
+def _env_error(key: str, value: str) -> str:
+    """'' or the error for one key of model_cache_download_environment."""
+    name = "model_cache_download_environment"
+    if not _ENV_KEY.fullmatch(key) or _SECRET_KEY.search(key) or key in _TOKEN_KEYS:
+        return (
+            f"{name}: key {key!r}; allowed: upper-case names that are not secrets and do not "
+            "name the token's source (the token goes through model_cache_hf_token)"
+        )
+    if not _ENV_VALUE.fullmatch(value):
+        return (
+            f"{name}: {key}={value!r}; allowed: values of letters, digits and . _ : / @ + , = - [ ]"
+        )
+    if key in _OFFLINE_KEYS:
+        effect = (
+            "the download cannot run offline"
+            if value.strip().upper() in _HF_TRUE
+            else "it has no effect on the download, which is online"
+        )
+        return (
+            f"{name}: {key}={value!r}: {effect}; allowed: leave {key} unset (the server runs "
+            "offline by itself, HF_HUB_OFFLINE=1 in its environment)"
+        )
+    if key == "HF_ENDPOINT":
+        return hub_endpoint_error(f"{name}: HF_ENDPOINT", value)
+    return ""
+
+
 def validate_download(
     *, model: str, revision: str, include: list, env: dict, cli: str, hf_home: str
 ) -> list[str]:
@@ -147,17 +216,32 @@ def validate_download(
         if not _PATH.fullmatch(str(value or "")):
             errors.append(f"{name}: got {value!r}; allowed: an absolute path without spaces")
     for key, value in (env or {}).items():
-        if not _ENV_KEY.fullmatch(str(key)) or _SECRET_KEY.search(str(key)):
-            errors.append(
-                f"model_cache_download_environment: key {key!r}; allowed: upper-case names "
-                "that are not secrets (the token goes through model_cache_hf_token)"
-            )
-        elif not _ENV_VALUE.fullmatch(str(value)):
-            errors.append(
-                f"model_cache_download_environment: {key}={value!r}; allowed: values of "
-                "letters, digits and . _ : / @ + , = -"
-            )
+        error = _env_error(str(key), str(value))
+        if error:
+            errors.append(error)
     return errors
+
+
+def python_of(shebang: str, cli: str) -> list[str]:
+    """The interpreter argv of the CLI's `#!` line (the wrapper runs the CLI in-process, so it
+    must run under the CLI's own Python); ValueError naming model_cache_hf_cli otherwise."""
+    line = (shebang or "").splitlines()[0] if (shebang or "").strip() else ""
+    words = line[2:].split() if line.startswith("#!") else []
+    prefix = ["/usr/bin/env"] if words[:1] == ["/usr/bin/env"] else []
+    words = words[len(prefix) :]
+    if (
+        len(words) == 1
+        and (prefix or _PATH.fullmatch(words[0]))
+        and _PYTHON.fullmatch(words[0].rsplit("/", 1)[-1])
+    ):
+        return prefix + words
+    # Only a #! line is shown: the first line of anything else is nobody's business.
+    seen = repr(line[:80]) if line.startswith("#!") else "no #! line"
+    raise ValueError(
+        f"model_cache_hf_cli: {cli} starts with {seen}; allowed: a Python entry point "
+        "(#!/path/to/python3 or #!/usr/bin/env python3, like huggingface_hub's hf): the hub "
+        "token is handed to it in-process, never through an exec"
+    )
 
 
 def systemd_run_argv(
@@ -173,15 +257,37 @@ def systemd_run_argv(
     env: dict,
     hf_home: str,
     timeout_s: int,
+    python: list,
+    wrapper: str,
+    token_file: str = "",
 ) -> list[str]:
     """The systemd-run command line that starts the download as the service account.
 
     RemainAfterExit keeps the unit (and its result) after it ends, so a later run sees
     whether it succeeded; the role stops it once the completion marker is written.
+
+    The token: `token_file` (root:root 0600, written by root just before) is the unit's
+    standard input, opened by PID 1 as root; the service account cannot open it. Type=exec
+    makes systemd-run return only once the process runs, with that descriptor open, so the
+    role removes the file right after. `wrapper` (root-owned) reads it in a non-dumpable
+    process and runs `cli` in-process under its own `python`: the token is in no argv, no
+    unit environment, no file the account can read, no /proc entry of the downloader.
+    Without a token standard input is /dev/null and the wrapper runs the CLI anonymously.
     """
     errors = validate_download(
         model=model, revision=revision, include=include, env=env, cli=cli, hf_home=hf_home
     )
+    for name, value in (("the token file", token_file or "/"), ("the token wrapper", wrapper)):
+        if not _PATH.fullmatch(str(value or "")):
+            errors.append(f"{name}: got {value!r}; allowed: an absolute path without spaces")
+    python = [str(word) for word in python or []]
+    if not (
+        python
+        and _PATH.fullmatch(python[0])
+        and _PYTHON.fullmatch(python[-1].rsplit("/", 1)[-1])
+        and all(_PATH.fullmatch(w) or _PYTHON.fullmatch(w) for w in python)
+    ):
+        errors.append(f"the CLI's interpreter: got {python!r}; allowed: a Python interpreter")
     if errors:
         raise ValueError("; ".join(errors))
     argv = [
@@ -190,7 +296,11 @@ def systemd_run_argv(
         f"--description=gpuhost model download {model}@{revision}",
         f"--uid={user}",
         f"--gid={group}",
+        "--property=Type=exec",
         "--property=RemainAfterExit=yes",
+        f"--property=StandardInput={'file:' + token_file if token_file else 'null'}",
+        "--property=StandardOutput=journal",
+        "--property=StandardError=journal",
         f"--property=RuntimeMaxSec={int(timeout_s)}",
         "--property=NoNewPrivileges=yes",
         "--property=PrivateTmp=yes",
@@ -200,7 +310,7 @@ def systemd_run_argv(
         "--working-directory=/",
     ]
     argv += [f"--setenv={key}={value}" for key, value in sorted((env or {}).items())]
-    argv += ["--", cli, "download", model, "--revision", revision]
+    argv += ["--", *python, "-I", wrapper, cli, "download", model, "--revision", revision]
     argv += ["--max-workers", str(int(max_workers))]
     argv += [f"--include={pattern}" for pattern in include or []]
     return argv

@@ -70,14 +70,19 @@ def test_interrupt_and_rerun_download_once(tmp_path):
         assert _unit_state() == "active", "the download must outlive the controller's Ctrl-C"
         first_pid = {line["pid"] for line in sandbox.standin_log()}
         assert len(first_pid) == 1
-        # The token reaches the downloader as a 0600 file, never in argv or the unit's env.
+        # The token reached the downloader as its stdin (a root-owned file PID 1 opened, gone
+        # once the unit started), never in argv or the unit's env; the service account
+        # cannot read it out of the running downloader (non-dumpable: /proc/PID/* is root's).
         seen = sandbox.exec_("systemctl", "show", sandbox.UNIT) + sandbox.exec_(
             "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
         )
         assert TOKEN not in seen
-        assert "HF_TOKEN_PATH=/etc/gpuhost/hf-token" in seen
-        mode = sandbox.exec_("stat", "-c", "%a %U", "/etc/gpuhost/hf-token").strip()
-        assert mode == "600 gpuhost"
+        assert "StandardInput=file" in seen and "HF_TOKEN_PATH" not in seen
+        assert not sandbox.exists("/etc/gpuhost/hf-token"), "the token file outlived the start"
+        pid = sandbox.exec_("systemctl", "show", "-p", "MainPID", "--value", sandbox.UNIT).strip()
+        probe = f"cat /proc/{pid}/environ /proc/{pid}/root/proc/{pid}/environ 2>&1; true"
+        as_user = sandbox.exec_("runuser", "-u", "gpuhost", "--", "sh", "-c", probe)
+        assert TOKEN not in as_user and "Permission denied" in as_user, as_user
 
         # 2. Re-run: it follows the running unit (no second process); the unit then dies
         # mid-way (a crash, a host reboot). If this run is still installing, its serve stage

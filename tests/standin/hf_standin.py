@@ -17,8 +17,14 @@ without a token; not named *TOKEN*, which model_cache_download_environment refus
 It never prints the token.
 HF_STANDIN_RATE_MIB (MiB/s over the whole run, like a link of that speed; 0 = unlimited) and
 HF_STANDIN_LOG (a file: one JSON line per run with the MiB it wrote, to prove a resume fetches
-nothing twice). The token may also come from the file HF_TOKEN_PATH names, as the real
-client reads it.
+nothing twice).
+
+The token is found the way huggingface_hub's get_token() finds it (utils/_auth.py and
+constants.py of huggingface_hub 1.x): $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the file
+$HF_TOKEN_PATH (default $HF_HOME/token); a missing file is no token, an unreadable one is an
+error (the real client's PermissionError: it reads the token for every request). Offline mode
+is huggingface_hub's too: HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set to 1/ON/YES/TRUE (any
+case) refuses the download.
 
     hf_standin.py serve [--port N]      (STAND-IN for the hub's HTTP API, not the hub)
 
@@ -44,16 +50,34 @@ import urllib.parse
 MIB = 1 << 20
 
 
+def _clean(token) -> str:
+    return (token or "").replace("\r", "").replace("\n", "").strip()
+
+
+def _home() -> str:
+    """huggingface_hub's constants.HF_HOME."""
+    cache = os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache"))
+    default = os.path.join(cache, "huggingface")
+    return os.path.expandvars(os.path.expanduser(os.environ.get("HF_HOME", default)))
+
+
 def _token() -> str:
-    """HF_TOKEN, else the file HF_TOKEN_PATH names (huggingface_hub reads both)."""
-    if os.environ.get("HF_TOKEN"):
-        return os.environ["HF_TOKEN"]
-    path = os.environ.get("HF_TOKEN_PATH")
+    """What huggingface_hub's get_token() returns ('' for None): the environment first, then
+    the token file; PermissionError (an unreadable file) propagates, as in the real client."""
+    env = _clean(os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"))
+    if env:
+        return env
+    path = os.environ.get("HF_TOKEN_PATH", os.path.join(_home(), "token"))
     try:
-        with open(path or "", encoding="utf-8") as handle:
-            return handle.read().strip()
-    except OSError:
+        with open(os.path.expandvars(os.path.expanduser(path)), encoding="utf-8") as handle:
+            return _clean(handle.read())
+    except FileNotFoundError:
         return ""
+
+
+def _is_true(value) -> bool:
+    """huggingface_hub's constants._is_true."""
+    return value is not None and value.upper() in {"1", "ON", "YES", "TRUE"}
 
 
 _LOGGED = [-1]  # the last MiB step logged
@@ -100,13 +124,18 @@ def main() -> int:
     print(
         "hf (STAND-IN test double): the hub is unreachable here; writing a fake model", flush=True
     )
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        print("error: HF_HUB_OFFLINE=1, cannot download", file=sys.stderr)
+    if _is_true(os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")):
+        print("error: offline mode (HF_HUB_OFFLINE), cannot download", file=sys.stderr)
         return 1
-    if os.environ.get("HF_STANDIN_GATED") == "1" and not _token():
+    try:
+        token = _token()
+    except OSError as exc:  # the real client dies on it: its first request reads the token
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if os.environ.get("HF_STANDIN_GATED") == "1" and not token:
         print("401 Client Error: a token is required for this repository", file=sys.stderr)
         return 1
-    home = os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
+    home = _home()
     repo = os.path.join(home, "hub", "models--" + args.repo_id.replace("/", "--"))
     commit = commit_of(args.repo_id, args.revision)
     snapshot = os.path.join(repo, "snapshots", commit)

@@ -281,12 +281,16 @@ def test_known_good_the_service_account_owns_is_not_restored(host):
 
 def test_model_cache_resumes_an_interrupted_download(host):
     repo = "/var/cache/gpuhost/huggingface/hub/models--acme--tiny"
+    # A Python entry point, as the role requires of model_cache_hf_cli (it runs in-process).
     wrapper = (
-        "#!/bin/sh\n# test: interrupt the first download after 5 MiB\n"
+        "#!/usr/bin/env python3\n# test: interrupt the first download after 5 MiB\n"
         "# (the marker lives in HF_HOME: the download unit's /tmp is private to each start)\n"
-        '[ -e "$HF_HOME/.hf-interrupted" ] || '
-        '{ touch "$HF_HOME/.hf-interrupted"; export HF_STANDIN_FAIL_AFTER_MIB=5; }\n'
-        'exec /usr/local/bin/hf-standin "$@"\n'
+        "import os, runpy\n"
+        "marker = os.path.join(os.environ['HF_HOME'], '.hf-interrupted')\n"
+        "if not os.path.exists(marker):\n"
+        "    open(marker, 'w').close()\n"
+        "    os.environ['HF_STANDIN_FAIL_AFTER_MIB'] = '5'\n"
+        "runpy.run_path('/usr/local/bin/hf-standin', run_name='__main__')\n"
     )
     flaky = "/usr/local/bin/hf-flaky"
     host.run(f"cat > {flaky} <<'EOF'\n{wrapper}EOF\nchmod 755 {flaky}")
