@@ -37,7 +37,8 @@ options:
     default: [/dev/nvidiactl, /dev/nvidia0]
   dirs:
     description: Directories that must exist with owner, group and mode; the ones that do
-      not are returned in dirs_wrong (so the role touches them only then).
+      not are returned in dirs_wrong (so the role touches them only then). Each is looked at
+      with lstat, so a symbolic link there is wrong, whatever its target.
     type: list
     elements: path
     default: []
@@ -109,7 +110,8 @@ marker:
   returned: always
 gpu_present: {description: One of gpu_devices exists., type: bool, returned: always}
 dirs_wrong:
-  description: The dirs that are missing, not directories, or of another owner, group or mode.
+  description: The dirs that are missing, not directories (a symbolic link is not one), or of
+    another owner, group or mode.
   type: list
   elements: str
   returned: always
@@ -212,8 +214,11 @@ def _managed_python(module, install_dir, version):
 
 
 def _dir_ok(path, owner, group, mode):
+    """lstat, never stat: a link the service account planted in its cache directory is not
+    the directory (its target's owner and mode say nothing), so it is wrong, and the role's
+    gpuhost.gpu.service_path task then refuses it, naming it."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
         return (
             stat.S_ISDIR(st.st_mode)
             and pwd.getpwuid(st.st_uid).pw_name == owner
