@@ -150,6 +150,38 @@ def test_a_failed_gate_restores_nothing_the_service_wrote(host):
 # --- item 12: the GPU device nodes --------------------------------------------------------------
 
 
+# --- issue 28 item 1: root never follows what the service account planted ------------------
+# The completion-marker directory lies in HF_HOME, which the service account writes: it
+# replaces it with a link to /etc/systemd/system (root would have chowned the target to it,
+# a root shell on the next restart) or with a FIFO. The run refuses, naming the path, before
+# any change; the target keeps root's owner and mode.
+MARKERS = "/var/cache/gpuhost/huggingface/gpuhost-complete"
+PLANTS = {
+    "link": (f"ln -s /etc/systemd/system {MARKERS}", "a symbolic link to /etc/systemd/system"),
+    "fifo": (f"mkfifo {MARKERS}", "a FIFO"),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_root_refuses_what_the_service_planted_on_its_path(host, plant):
+    command, found = PLANTS[plant]
+    target = "stat -c '%U:%G %a' /etc/systemd/system"
+    before, pid = host.check_output(target), host.service(SERVICE).systemd_properties["MainPID"]
+    assert before == "root:root 755"
+    planted = as_service(host, f"mv {MARKERS} {MARKERS}.kept && {command}")
+    assert planted.rc == 0, planted.stderr
+    try:
+        proc = converge()
+        assert proc.rc != 0
+        assert proc.said(f"{MARKERS} is {found}"), proc.out[-3000:]
+        assert proc.said("root does not follow or change it")
+        assert host.check_output(target) == before
+        assert host.service(SERVICE).systemd_properties["MainPID"] == pid
+    finally:
+        undo = as_service(host, f"rm -f {MARKERS} && mv {MARKERS}.kept {MARKERS}")
+        assert undo.rc == 0, undo.stderr
+
+
 def _show(host, unit: str, prop: str) -> str:
     return host.check_output(f"systemctl show -p {prop} --value {unit}")
 
