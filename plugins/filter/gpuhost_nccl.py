@@ -6,12 +6,15 @@ decision | gpuhost.gpu.nccl_candidates                           -> autotune can
 run | gpuhost.gpu.nccl_evaluate(decision, thresholds)            -> {status, diagnosis, ...}
 runs | gpuhost.gpu.nccl_autotune(margin)                         -> {chosen, env, candidates, ...}
 decision | gpuhost.gpu.nccl_override_findings                    -> preflight.nccl_override items
+decision | gpuhost.gpu.nccl_sweep_inputs(min_bytes, max_bytes)   -> hash of the sweep's inputs
+inputs | gpuhost.gpu.nccl_sweep_plan(recorded, apps, active, drained, service) -> run/skip/refuse
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rerun as rerun
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 
@@ -51,6 +54,21 @@ def nccl_override_findings(decision):
     return verify.override_findings(plain(decision))
 
 
+def nccl_sweep_inputs(decision, min_bytes, max_bytes):
+    return rerun.inputs_hash(plain(decision), int(min_bytes), int(max_bytes))
+
+
+def nccl_sweep_plan(inputs, recorded, apps, server_active, drained, service="sglang-server"):
+    return rerun.plan(
+        str(inputs),
+        plain(recorded) or {},
+        rerun.gpu_processes(str(plain(apps) or "")),
+        bool(server_active),
+        bool(drained),
+        str(service),
+    )
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -62,4 +80,6 @@ class FilterModule:
             "nccl_findings": nccl_findings,
             "nccl_apply_autotune": nccl_apply_autotune,
             "nccl_override_findings": nccl_override_findings,
+            "nccl_sweep_inputs": nccl_sweep_inputs,
+            "nccl_sweep_plan": nccl_sweep_plan,
         }

@@ -1,0 +1,84 @@
+"""Issue 28 item 6 in the rolling_update scenario: a worker an interrupted `gpuhost update` left
+out of the router (its drained mark on the host, the worker removed from the real
+sglang-router's /workers) goes back on the next `gpuhost update` with no config change, and
+the mark is removed. The interruption is made by hand, as a killed run leaves it: the mark
+written as root, the worker deleted through the router's admin API."""
+
+from __future__ import annotations
+
+import http.client
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location(
+    "rolling_bench", REPO / "bench" / "rolling_update.py"
+)
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["rolling_bench"] = bench
+_spec.loader.exec_module(bench)
+
+WORKER = bench.WORKERS[2]
+URL = "http://127.0.0.1:38103"  # molecule/rolling_update/host_vars/gpuhost-rolling_update-w3.yml
+MARK = "/var/lib/gpuhost/rolling_update/drained"
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("MOLECULE_INVENTORY_FILE"), reason="runs under molecule verify"
+)
+
+
+def _router(method: str, path: str) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection(*bench.ROUTER, timeout=10)
+    auth = {"Authorization": f"Bearer {bench.ROUTER_ADMIN_KEY}"}
+    conn.request(method, path, headers=auth)
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp.status, (json.loads(body) if body.strip().startswith(b"{") else {})
+
+
+def _ids() -> list[str]:
+    _, data = _router("GET", "/workers")
+    return [str(w["id"]) for w in data["workers"] if w["url"].rstrip("/") == URL]
+
+
+def _mark_exists() -> bool:
+    return bench.sh("docker", "exec", WORKER, "test", "-e", MARK, check=False).returncode == 0
+
+
+def test_an_unchanged_update_puts_back_a_worker_left_drained(tmp_path):
+    pid = bench.unit_state(WORKER)["MainPID"]
+    # What a run killed between the gate and the re-add leaves: the mark, the worker gone.
+    bench.sh("docker", "exec", WORKER, "sh", "-ec",
+             f"install -d -o root -g root -m 0700 {MARK.rsplit('/', 1)[0]}; "
+             f"printf '%s\\n' '{{\"worker\": \"{URL}\"}}' > {MARK}; chmod 0600 {MARK}")  # fmt: skip
+    for worker_id in _ids():
+        status, _ = _router("DELETE", f"/workers/{worker_id}")
+        assert status in (200, 202, 204), status
+    for _ in range(30):  # the router may remove it in the background (202)
+        if not _ids():
+            break
+        time.sleep(1)
+    assert not _ids(), bench.router_workers()
+    assert _mark_exists()
+
+    rc, _, report = bench.gpuhost("update", _inventory(), tmp_path / "runs", "--limit", WORKER)
+    text = json.dumps(report)
+    assert rc == 0, text
+    assert report["rollout"][WORKER]["state"] == "unchanged", text
+    healthy = [w for w in bench.router_workers() if w["url"].rstrip("/") == URL]
+    assert healthy and all(w["healthy"] for w in healthy), bench.router_workers()
+    assert not _mark_exists()
+    # Put back, not restarted: the config did not change.
+    assert bench.unit_state(WORKER)["MainPID"] == pid
+
+
+def _inventory() -> Path:
+    path = os.environ.get("MOLECULE_INVENTORY_FILE")
+    return Path(path).parent if path else bench.molecule_inventory()
