@@ -96,3 +96,31 @@ def test_the_secret_name_list_exists_once():
         and re.search(r"^def redact\(", p.read_text(), re.M)
     ]
     assert redactors == [], "use gpuhost_secrets.redact"
+
+
+def test_a_server_env_secret_is_redacted_in_data_and_free_text():
+    from gpuhost.redaction import REDACTED, redact_all, redact_text, secret_values
+
+    fact = {"gpuhost_sglang": {"env": {"WANDB_API_KEY": "wandb-0123456789", "TZ": "UTC"}}}
+    known = secret_values(fact)
+    assert known == {"wandb-0123456789"}
+    assert redact_all(fact, known)["gpuhost_sglang"]["env"] == {
+        "WANDB_API_KEY": REDACTED,
+        "TZ": "UTC",
+    }
+    # A rendered env file in a diff, a printed result, a message quoting the value.
+    diff = "+WANDB_API_KEY=wandb-0123456789\n+TZ=UTC\n"
+    assert redact_text(diff) == f"+WANDB_API_KEY={REDACTED}\n+TZ=UTC\n"
+    printed = 'ok: [h] => {"WANDB_API_KEY": "wandb-0123456789", "TZ": "UTC"}'
+    assert redact_text(printed) == f'ok: [h] => {{"WANDB_API_KEY": "{REDACTED}", "TZ": "UTC"}}'
+    assert redact_text("export said wandb-0123456789", known) == f"export said {REDACTED}"
+
+
+def test_plain_text_secret_in_the_server_env_warns_naming_it():
+    from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate
+
+    env = {"WANDB_API_KEY": "v123", "TZ": "UTC", "HF_TOKEN": "{{ vault_hf }}"}
+    lines = gpuhost_validate.plain_text_env_secrets(env, lambda value: False)
+    assert len(lines) == 1
+    assert lines[0].startswith("sglang_server_extra_env: WANDB_API_KEY is set as plain text")
+    assert "Ansible Vault" in lines[0] and "0600" in lines[0]

@@ -98,6 +98,7 @@ options:
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -200,6 +201,10 @@ class ActionModule(ActionBase):
         if auto_message:
             checked["notes"].insert(0, auto_message)
         checked["warnings"] += pinned["warnings"]
+        # A profile file is plain text: a secret-named variable in its env is one in clear.
+        checked["warnings"] += validation.plain_text_env_secrets(
+            doc.get("env") or {}, lambda _value: False, where=f"profile {profile_name} env"
+        )
         checked["notes"] += pinned["notes"]
         self._fit(effective, args, pinned, checked)
 

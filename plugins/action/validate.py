@@ -133,6 +133,10 @@ class ActionModule(ActionBase):
         raw = {n: task_vars[n] for n in logic.secret_names(specs) if n in task_vars}
         for line in logic.plain_text_secrets(raw, _vaulted):
             self._display.warning(f"gpuhost_validate: {line}")
+        extra_env = task_vars.get("sglang_server_extra_env")
+        if isinstance(extra_env, dict):
+            for line in logic.plain_text_env_secrets(extra_env, _vaulted):
+                self._display.warning(f"gpuhost_validate: {line}")
         found, warnings, checked = logic.validate(
             specs, constraints, values, defaults=logic.plain_defaults(specs)
         )

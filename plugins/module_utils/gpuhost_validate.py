@@ -26,6 +26,7 @@ import re
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.module_utils.errors import ArgumentValueError, ElementError, UnsupportedError
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_secrets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
     control_characters,
 )
@@ -336,6 +337,26 @@ def plain_text_secrets(raw, vaulted):
             f"{name}: set as plain text in the inventory or extra vars; keep it in Ansible Vault "
             "(ansible-vault encrypt_string) or take it from the environment "
             "(lookup('ansible.builtin.env', ...))"
+        )
+    return out
+
+
+def plain_text_env_secrets(env, vaulted, where="sglang_server_extra_env"):
+    """Warnings for secret-named variables (gpuhost_secrets) set as plain text in the server's
+    environment (`where`: sglang_server_extra_env or a profile's env). The server may read
+    them (that is what they are for); they are stored in its env file on the host (root,
+    0600) and redacted by name in the run record, but the plain text sits in the inventory."""
+    out = []
+    for name in sorted(env or {}):
+        value = env[name]
+        if not gpuhost_secrets.is_secret_name(name) or vaulted(value):
+            continue
+        if not isinstance(value, str) or not value or "{{" in value:
+            continue
+        out.append(
+            f"{where}: {name} is set as plain text; the server reads it from its env file "
+            "(root, 0600) and the run record redacts it by name, but keep the value in "
+            "Ansible Vault ({{ vault_x }}) or the environment (lookup('ansible.builtin.env', ...))"
         )
     return out
 

@@ -1,7 +1,8 @@
-"""One playbook run and its record, without any printing: under the inventory's lock
-(locking.py), runs/<ts>/ is created, the playbook runs through ansible-runner (runner.py),
-the inputs that may carry secrets are scrubbed (also after Ctrl-C, SIGTERM or SIGHUP:
-signals.py), and report.json is written. Before any of it: a --tags/--skip-tags value that no
+"""One playbook run and its record, without any printing: under the locks of the inventory's
+hosts (locking.py), runs/<ts>/ is created, the playbook runs through ansible-runner
+(runner.py; secrets reach it through handover.py), every file of the record is scrubbed of
+secret-named values (also after Ctrl-C, SIGTERM or SIGHUP: signals.py; redaction.Scrubber),
+and report.json is written. Before any of it: a --tags/--skip-tags value that no
 task carries is refused (listing.py). The caller passes the display (progress.py) that
 watches the events; the summary is printed by the command from the returned report.
 """
@@ -13,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from gpuhost import environment, listing, locking, record, rundir, signals, timeline
+from gpuhost import environment, handover, listing, locking, record, rundir, signals, timeline
 from gpuhost.events import EventCollector
 from gpuhost.project import Project, ansible_bin_dir
+from gpuhost.redaction import Scrubber, secret_values
 from gpuhost.runner import RunRequest, run_playbook
 
 
@@ -48,17 +50,19 @@ def run_and_record(
     else:
         display.use_plan(functools.partial(listing.task_totals, project, request, env))
     holder = " ".join(record.redact_argv(argv))
-    with locking.inventory_lock(runs_root, request.inventories, holder):
+    # The secrets this run knows of from the start: the environment's and the -e values'.
+    scrubber = Scrubber(secret_values([handover.secret_env(env), request.extra_vars]))
+    with locking.inventory_lock(request.inventories, request.limit, holder):
         run_dir = rundir.create_run_dir(runs_root)
         try:
             with display:
-                outcome = run_playbook(project, request, run_dir, collector, env)
+                outcome = run_playbook(project, request, run_dir, collector, env, scrubber)
         finally:
             # A further Ctrl-C/SIGTERM must not cut the scrub short: it waits until after.
             with signals.deferred():
-                record.scrub_artifacts(run_dir)
+                record.scrub_artifacts(run_dir, scrubber)
         with signals.deferred():
             report = record.build_report(project, request, outcome, run_dir, argv)
             timeline.attach(report, run_dir.path)
-            record.write_report(run_dir, report)
+            record.write_report(run_dir, scrubber.clean(report))
     return report

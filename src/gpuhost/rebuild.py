@@ -24,10 +24,11 @@ from pathlib import Path
 
 from rich.text import Text
 
-from gpuhost import inventory
+from gpuhost import inventory, record
 from gpuhost.commands.base import Context, emit, execute
 from gpuhost.errors import EXIT_USAGE, GpuhostError
 from gpuhost.project import parse_extra_vars, resolve_inventories
+from gpuhost.rundir import RunDir
 from gpuhost.runner import RunRequest
 
 NAME = "rebuild"
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for vm in vms:
         report = _run_one(ctx, args, "playbooks/rebuild.yml", "rebuild", vm, extra, files)
         report["stage_times"] = stage_times(Path(report["artifacts"]))
-        (Path(report["run_dir"]) / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        record.write_report(RunDir(Path(report["run_dir"])), report)
         code = emit(ctx, report, json_output=args.json, show_findings=False)
         if not args.json:
             for stage in report["stage_times"]:

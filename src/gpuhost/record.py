@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gpuhost import __version__, findings
 from gpuhost.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from gpuhost.redaction import REDACTED, is_secret_name, redact
+from gpuhost.redaction import REDACTED, Scrubber, is_secret_name, redact
 from gpuhost.rundir import RunDir
 
 if TYPE_CHECKING:
@@ -61,20 +61,11 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def scrub_artifacts(run_dir: RunDir) -> None:
-    """Remove inputs that may carry secrets once ansible-runner is done with them."""
-    # ansible-runner writes -e values to env/extravars; the run no longer needs them.
-    (run_dir.runner_dir / "env" / "extravars").unlink(missing_ok=True)
-    for command_file in (run_dir.runner_dir / "artifacts").glob("*/command"):
-        try:
-            data = json.loads(command_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        # ansible-playbook's environment is already the minimal one (environment.py); the
-        # secrets it passes on purpose (HF_TOKEN, GPUHOST_SGLANG_API_KEY) keep only names.
-        env = data.get("env") or {}
-        data["env"] = {key: (REDACTED if is_secret_name(key) else v) for key, v in env.items()}
-        command_file.write_text(json.dumps(data), encoding="utf-8")
+def scrub_artifacts(run_dir: RunDir, scrubber: Scrubber) -> None:
+    """Once ansible-runner is done: every file of the run (stdout, job events, the fact
+    cache, partial events a killed run left) loses the secrets it quotes (Scrubber.files).
+    ansible-runner itself never got a secret to write (handover.py)."""
+    scrubber.files(run_dir.path)
 
 
 def _error_excerpt(lines: list[str]) -> str:
@@ -156,6 +147,9 @@ def build_report(
 
 
 def write_report(run_dir: RunDir, report: dict) -> None:
+    """report.json, by every writer (run, bench, doctor, update, rebuild): a value that a
+    secret's name holds is redacted at any depth (the facts it carries, a finding's data)."""
+    report = redact(report)
     tmp = run_dir.report_path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     os.replace(tmp, run_dir.report_path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shlex
 import signal
@@ -15,10 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpuhost import environment, signals
+from gpuhost import environment, handover, signals
 from gpuhost.errors import GpuhostError
 from gpuhost.events import EventCollector
 from gpuhost.project import Project
+from gpuhost.redaction import Scrubber, is_secret_name
 from gpuhost.rundir import RunDir
 
 # ansible-runner's artifact folder name under runs/<ts>/runner/artifacts/.
@@ -68,29 +68,19 @@ def _cmdline(request: RunRequest) -> str:
     return shlex.join(args)
 
 
-def write_extravars(run_dir: RunDir, variables: dict[str, object]) -> None:
-    """-e values go to ansible-playbook as `-e @runner/env/extravars` (0600), which
-    ansible-runner adds by itself when the file is there; record.scrub_artifacts removes it
-    after the run. Handing them to ansible-runner as a dict instead would, with
-    suppress_env_files, put them on ansible-playbook's command line: visible in `ps` and in
-    the `command` artifact."""
-    env_dir = run_dir.runner_dir / "env"
-    env_dir.mkdir(mode=0o700, exist_ok=True)
-    path = env_dir / "extravars"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(variables, handle)
-
-
 def run_playbook(
     project: Project,
     request: RunRequest,
     run_dir: RunDir,
     collector: EventCollector,
     env: dict[str, str],
+    scrubber: Scrubber | None = None,
 ) -> RunOutcome:
     """Blocks until the playbook ends; Ctrl-C (or SIGTERM, SIGHUP) cancels it and returns a
-    canceled outcome. `env` is the whole environment ansible-playbook gets (environment.py).
+    canceled outcome. `env` is the whole environment ansible-playbook gets (environment.py);
+    its secret-named variables and the -e values reach it through handover.py, never
+    through ansible-runner (which writes what it gets into the run record). `scrubber`
+    removes secrets from each event before ansible-runner writes it (redaction.Scrubber).
 
     ansible-runner runs the playbook in its own thread (run_async) so this thread stays free
     to take Ctrl-C: ansible-playbook runs in its own session (a pty) and never sees the
@@ -98,11 +88,24 @@ def run_playbook(
     cancel_callback. A module already running on a host runs to its end, as with any
     interrupted Ansible run.
     """
+    cancel = Cancel()
+    scrubber = scrubber or Scrubber()
+    with handover.serving(run_dir.runner_dir / "bin", env, request.extra_vars) as shim_env:
+        plain = {k: v for k, v in env.items() if k not in handover.secret_env(env)}
+        return _run(project, request, run_dir, collector, {**plain, **shim_env}, cancel, scrubber)
+
+
+def _run(
+    project: Project,
+    request: RunRequest,
+    run_dir: RunDir,
+    collector: EventCollector,
+    env: dict[str, str],
+    cancel: Cancel,
+    scrubber: Scrubber,
+) -> RunOutcome:
     import ansible_runner  # deferred: a missing ansible-runner is reported as exit 2 earlier
 
-    cancel = Cancel()
-    if request.extra_vars:
-        write_extravars(run_dir, request.extra_vars)
     kwargs = {
         "private_data_dir": str(run_dir.runner_dir),
         "project_dir": str(project.root),
@@ -114,7 +117,7 @@ def run_playbook(
         "verbosity": request.verbosity or None,
         "envvars": env,
         # Settings, env vars and the command line are handed over in memory, not written
-        # under runner/env/ (the extra vars: write_extravars).
+        # under runner/env/; the -e values go through handover.py.
         "suppress_env_files": True,
         "ident": ARTIFACT_IDENT,
         # ansible-runner joins this onto its artifact dir; an absolute path puts the
@@ -124,7 +127,7 @@ def run_playbook(
         # A short poll so a cancel takes effect within a second, not pexpect's default 5.
         "settings": {"pexpect_timeout": 1},
         "quiet": True,
-        "event_handler": cancel.watching(collector.handle),
+        "event_handler": cancel.watching(scrubber.watching(collector.handle)),
         "status_handler": _minimal_env,
         "cancel_callback": cancel.due,
     }
@@ -214,13 +217,14 @@ def _minimal_env(status: dict, runner_config: object) -> None:
     """ansible-runner's status_handler. On `starting`, before it writes the `command`
     artifact and starts ansible-playbook, the environment it built (the caller's whole
     environment plus its own and ours) is cut down to ours (environment.py) and what
-    ansible-runner set itself."""
+    ansible-runner set itself, less every variable with a secret's name (an inherited
+    HF_TOKEN too): those reach ansible-playbook through handover.py only."""
     if status.get("status") != "starting":
         return
     env = runner_config.env
     for key in list(env):
         inherited = key in os.environ and env[key] == os.environ[key]
-        if inherited and not environment.kept(key):
+        if (inherited and not environment.kept(key)) or is_secret_name(key):
             del env[key]
 
 
