@@ -119,3 +119,18 @@ def test_the_sweeps_run_only_on_the_plans_run():
     assert "_nccl_autotune_plan.action == 'run'" in autotune["when"]
     rolevars = yaml.safe_load((ROOT / "roles/nccl/vars/main.yml").read_text())
     assert rolevars["_nccl_verify_record"] == "{{ gpuhost_state_dir }}/nccl-verify.json"
+
+
+def test_processes_from_the_real_csv_query():
+    # The query held.yml runs, recorded on an H200 (tests/fixtures/nccl/h200x1-compute-apps).
+    base = ROOT / "tests" / "fixtures" / "nccl" / "h200x1-compute-apps"
+
+    def rows(name):
+        return rr.gpu_processes((base / name).read_text().rsplit("rc=", 1)[0])
+
+    assert rows("idle.csv") == [] and rows("after.csv") == []
+    held = rows("held.csv")
+    assert held == [{"pid": 477, "name": "/opt/torch/.venv/bin/python", "used_mib": 8710}]
+    # Held by a process the server unit does not own: the sweep still does not run.
+    assert rr.plan(INPUTS, {}, held, False, False)["action"] == "defer"
+    assert rr.plan(INPUTS, {}, rows("idle.csv"), False, False)["action"] == "run"
