@@ -2,7 +2,11 @@
 out of the router (its drained mark on the host, the worker removed from the real
 sglang-router's /workers) goes back on the next `gpuhost update` with no config change, and
 the mark is removed. The interruption is made by hand, as a killed run leaves it: the mark
-written as root, the worker deleted through the router's admin API."""
+written as root, the worker deleted through the router's admin API.
+
+First in file order (pytest sorts the files): right after converge and idempotence the
+workers run exactly the inventory's config, so the update has nothing to change; the later
+files roll the workers to other configs."""
 
 from __future__ import annotations
 
