@@ -177,19 +177,16 @@ def _walk(
 
 def _ids(owner: str, group: str, check: bool) -> tuple[int | None, int | None]:
     """uid and gid; in check mode the account (role base makes it) may not exist yet."""
-    try:
-        uid = pwd.getpwnam(owner).pw_uid
-    except KeyError:
-        if not check:
-            raise ServicePathError(f"owner: no user {owner!r} on the host") from None
-        uid = None
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        if not check:
-            raise ServicePathError(f"group: no group {group!r} on the host") from None
-        gid = None
-    return uid, gid
+    ids = []
+    for what, name, lookup in (("owner", owner, pwd.getpwnam), ("group", group, grp.getgrnam)):
+        try:
+            ids.append(lookup(name)[2])
+        except KeyError:
+            if not check:
+                kind = "user" if what == "owner" else "group"
+                raise ServicePathError(f"{what}: no {kind} {name!r} on the host") from None
+            ids.append(None)
+    return ids[0], ids[1]
 
 
 def _wrong(st: os.stat_result, uid: int | None, gid: int | None, mode: int) -> list[str]:
@@ -214,17 +211,28 @@ def _result(changed: bool, path: str, created: list[str], fixed: list[str]) -> d
     return {"changed": changed, "path": path, "created": created, "fixed": fixed}
 
 
+@contextlib.contextmanager
+def _at_leaf(path: str, check: bool):
+    """Walk to path's directory (_walk) and yield (fd, leaf, where, full, st, fds, created):
+    st is the leaf's lstat (None: missing, or its directory is); every descriptor opened on
+    the way, and any the caller adds to fds, is closed on the way out."""
+    fds: list[int] = []
+    created: list[str] = []
+    try:
+        fd, leaf, where = _walk(fds, path, check, created)
+        st = None if fd is None else _lstat(fd, leaf)
+        yield fd, leaf, where, os.path.join(where, leaf), st, fds, created
+    finally:
+        for opened in fds:
+            os.close(opened)
+
+
 def ensure_directory(
     path: str, owner: str, group: str, mode: int, check: bool = False
 ) -> dict[str, Any]:
     """Make path a directory of owner:group with mode (fixed: what was wrong with it)."""
     uid, gid = _ids(owner, group, check)
-    fds: list[int] = []
-    created: list[str] = []
-    try:
-        fd, leaf, where = _walk(fds, path, check, created)
-        full = os.path.join(where, leaf)
-        st = None if fd is None else _lstat(fd, leaf)
+    with _at_leaf(path, check) as (fd, leaf, where, full, st, fds, created):
         if st is None:
             created.append(full)
             if check:
@@ -240,9 +248,6 @@ def ensure_directory(
             os.fchown(dfd, uid, gid)
             os.fchmod(dfd, mode)
         return _result(bool(wrong or created), full, created, wrong)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def write_file(
@@ -250,12 +255,7 @@ def write_file(
 ) -> dict[str, Any]:
     """Make path a regular file (one link) of owner:group with mode holding content."""
     uid, gid = _ids(owner, group, check)
-    fds: list[int] = []
-    created: list[str] = []
-    try:
-        fd, leaf, where = _walk(fds, path, check, created)
-        full = os.path.join(where, leaf)
-        st = None if fd is None else _lstat(fd, leaf)
+    with _at_leaf(path, check) as (fd, leaf, where, full, st, fds, created):
         if st is None:
             created.append(full)
             if not check:
@@ -278,9 +278,6 @@ def write_file(
             os.fchown(ffd, uid, gid)
             os.fchmod(ffd, mode)
         return _result(bool(wrong), full, created, wrong)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _read_all(fd: int, limit: int) -> bytes:
