@@ -13,7 +13,7 @@ UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
 MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics
 
-.PHONY: help venv docker images lint unit collection molecule rebuild-e2e test demo demo-clean clean lock
+.PHONY: help venv docker images lint unit collection molecule rebuild-e2e test demo demo-clean clean lock vm-smoke
 
 help:
 	@echo "make demo   - provision a local sandbox container twice and print the report"
@@ -21,6 +21,7 @@ help:
 	@echo "make lock   - re-resolve locks/*.in into hashed locks/*.txt (uv pip compile)"
 	@echo "make collection - build gpuhost.gpu, install the tarball, run a play from it"
 	@echo "make rebuild-e2e - gpuhost rebuild end to end against the Proxmox API stand-in"
+	@echo "make vm-smoke - one real QEMU VM (Secure Boot on): check + provision --tags host (slow, not in make test)"
 	@echo "make lint | unit | molecule | images | venv | clean"
 
 $(VENV)/.stamp: pyproject.toml
@@ -96,6 +97,12 @@ lock:
 	    --python-platform $(LOCK_PLATFORM) --exclude-newer $(LOCK_EXCLUDE_NEWER) \
 	    "$$in" -o "$${in%.in}.txt"; \
 	done
+
+# One real VM (QEMU, software emulation here, OVMF with Secure Boot on) through `gpuhost check`
+# and `gpuhost provision --tags host`; ~1 h on this machine, so not part of make test.
+# docs/vm-smoke.md; record: .cache/vm-smoke/record/.
+vm-smoke: venv
+	@scripts/vm-smoke.sh
 
 demo: venv images
 	@scripts/demo.sh

@@ -12,31 +12,60 @@ Prints both totals, the stage times, the longest single chain of the overlapped 
 max(download, install chain) + server start + verify, measured in that run - and the
 ratios. Target: overlapped total <= 1.1 x that chain. Not part of `make test` (minutes).
 
-    .venv/bin/python bench/blank_to_serving.py [--files 4] [--file-mib 48] [--rate-mib 4]
+    .venv/bin/python bench/blank_to_serving.py --start-containers [--files 4] [--file-mib 48]
+
+It checks what it needs first (the venv, the docker daemon, the base image, the tools that
+build the stand-in repository; scripts/project_tools.py) and says in one line what to run;
+it starts its containers only with --start-containers (or "y" at the prompt on a terminal).
+GPUHOST_SETUP_CHECK=1 stops after the setup check.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "blank"))
-import sandbox
+REPO = Path(__file__).resolve().parents[1]
+# The one helper that finds the project's tools, loaded by its path.
+_spec = importlib.util.spec_from_file_location("project_tools", REPO / "scripts/project_tools.py")
+project_tools = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(project_tools)
 
+SCRIPT = "bench/blank_to_serving.py"
 TARGET = 1.1
+WHAT = "two blank systemd sandboxes, one after the other"
+# The stand-in NVIDIA repository's builder needs these (molecule/nvidia/standin_repo.py),
+# unless a built one is kept under .cache/.
+REPO_TOOLS = ["dpkg-deb", "dpkg-scanpackages", "gpg"]
 
 
-def one(runs: Path, overlap: bool, download: dict) -> dict:
-    sandbox.fresh()
+def load_sandbox():
+    """tests/blank/sandbox.py (the harness that starts the blank containers), by its path."""
+    spec = importlib.util.spec_from_file_location("sandbox", REPO / "tests/blank/sandbox.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def requirements(box) -> list[str]:
+    """What the runs need beyond the venv: the daemon, the sandbox image and (when no built
+    stand-in repository is kept) its builder's tools."""
+    needs = ["docker-daemon", f"image:{box.IMAGE}"]
+    if not (box.STANDIN_REPO / "pins.json").is_file():
+        needs += REPO_TOOLS
+    return needs
+
+
+def one(box, runs: Path, overlap: bool, download: dict) -> dict:
+    box.fresh()
     try:
-        report = sandbox.provision(
-            runs, "-e", json.dumps({"model_cache_overlap": overlap}), **download
-        )
+        report = box.provision(runs, "-e", json.dumps({"model_cache_overlap": overlap}), **download)
     finally:
-        sandbox.remove()
+        box.remove()
     if report.get("status") != "successful":
         sys.exit(
             f"overlap={overlap}: the run did not succeed: {report.get('status')} "
@@ -59,7 +88,14 @@ def main() -> int:
     parser.add_argument("--rate-mib", type=float, default=4.0)
     parser.add_argument("--runs-dir", default="")
     parser.add_argument("--json", default="", help="also write the numbers here")
+    project_tools.add_start_flag(parser, WHAT)
     args = parser.parse_args()
+    # The venv first (a fresh clone: `make venv`), then docker, the image and the tools.
+    project_tools.setup(SCRIPT, ["gpuhost", "ansible-playbook"])
+    box = load_sandbox()
+    project_tools.setup(SCRIPT, requirements(box))
+    project_tools.setup_check_done(SCRIPT)
+    project_tools.confirm_containers(SCRIPT, args.start_containers, WHAT)
     download = {"files": args.files, "file_mib": args.file_mib, "rate_mib": args.rate_mib}
     runs = Path(args.runs_dir or tempfile.mkdtemp(prefix="gpuhost-blank-bench-"))
     print(
@@ -68,9 +104,9 @@ def main() -> int:
         flush=True,
     )
 
-    on = one(runs, True, download)
+    on = one(box, runs, True, download)
     show("overlap on ", on)
-    off = one(runs, False, download)
+    off = one(box, runs, False, download)
     show("overlap off", off)
 
     chain = on["stages_summary"]

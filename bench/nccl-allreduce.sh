@@ -4,16 +4,20 @@
 # ratio of the best candidate measured in the same run.
 #   bench/nccl-allreduce.sh [OUT.json] [extra ansible-playbook args, e.g. -e nccl_verify_python=...]
 set -euo pipefail
+start=$PWD
 cd "$(dirname "$0")/.."
 # The project's venv first on PATH (no activated venv needed), or one line on what to run.
 eval "$(python3 scripts/project_tools.py bench/nccl-allreduce.sh ansible-playbook || echo exit 2)"
-out="${1:-.cache/nccl-bench.json}"
+# OUT as given (relative to where the script was started), else .cache/ of the checkout.
+out="${1:-$PWD/.cache/nccl-bench.json}"
 shift || true
+case "$out" in /*) ;; *) out="$start/$out" ;; esac
 mkdir -p "$(dirname "$out")"
 export ANSIBLE_CONFIG="$PWD/ansible.cfg"
 rc=0
+# bench/group_vars links to the project's group_vars/, so every shared setting applies.
 ansible-playbook -i localhost, bench/nccl.yml -e nccl_autotune=true -e nccl_autotune_force=true \
-  -e "nccl_bench_out=$PWD/$out" -e "ansible_python_interpreter=$(command -v python3)" "$@" || rc=$?
+  -e "bench_nccl_out=$out" -e "ansible_python_interpreter=$(command -v python3)" "$@" || rc=$?
 python3 - "$out" <<'PY'
 import json, sys
 data = json.load(open(sys.argv[1]))["gpuhost_nccl"]

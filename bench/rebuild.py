@@ -3,7 +3,8 @@
 # Apache-2.0
 """Rebuild a GPU VM from scratch twice against the Proxmox API stand-in and time it.
 
-    .venv/bin/python bench/rebuild.py [--api-port 18630] [--ssh-port 18631] [--out FILE.json]
+    .venv/bin/python bench/rebuild.py --start-containers [--api-port 18630] [--ssh-port 18631]
+        [--out FILE.json]
 
 The stand-in (tests/proxmox_standin, a test double of the Proxmox API; its VMs are real
 systemd containers reached over SSH) holds one template and no VM. Run 1 is `gpuhost
@@ -30,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("project_tools", ROOT / "scripts/project_tools.py")
 project_tools = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(project_tools)
+
+SCRIPT = "bench/rebuild.py"
+CONTAINERS = "the Proxmox API stand-in's VM, a systemd container reached over SSH"
 
 
 def rebuild(bed, vm):
@@ -63,15 +67,18 @@ def _bed():
 
 
 def main():
-    project_tools.setup("bench/rebuild.py", ["gpuhost", "docker-daemon"])
-    project_tools.setup_check_done("bench/rebuild.py")
-    env = _bed()
+    # The VMs are containers of the base image (tests/proxmox_standin/vm_containers.py).
+    project_tools.setup(SCRIPT, ["gpuhost", "docker-daemon", "image:gpuhost/debian:12"])
+    project_tools.setup_check_done(SCRIPT)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--api-port", type=int, default=18630)
     parser.add_argument("--ssh-port", type=int, default=18631)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out")
+    project_tools.add_start_flag(parser, CONTAINERS)
     args = parser.parse_args()
+    project_tools.confirm_containers(SCRIPT, args.start_containers, CONTAINERS)
+    env = _bed()
     results = []
     with env.RebuildBed(args.api_port, args.ssh_port) as bed:
         disk = {}

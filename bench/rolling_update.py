@@ -39,8 +39,8 @@ in phases:
 The reference in the same run: the same load with no update (requests per second).
 
 Usage:
-  bench/rolling_update.py                  # molecule create+converge, bench, destroy
-  bench/rolling_update.py --keep           # leave the scenario up afterwards
+  bench/rolling_update.py --start-containers         # molecule create+converge, bench, destroy
+  bench/rolling_update.py --start-containers --keep  # leave the scenario up afterwards
   bench/rolling_update.py --inventory DIR  # an already converged rolling_update scenario
 
 It finds the project's tools itself (scripts/project_tools.py): run it with the venv's
@@ -82,6 +82,8 @@ REQUIRES = [
     "image:gpuhost/debian:13",
 ]
 SCENARIO = "rolling_update"
+# What molecule create starts (unless --inventory names a converged scenario).
+CONTAINERS = "the rolling_update scenario: a router and three workers"
 ROUTER = ("127.0.0.1", 38100)
 ROUTER_ADMIN_KEY = "gpuhost-test-routerkey-3c1f9a"  # molecule/rolling_update host_vars
 WORKERS = [f"gpuhost-{SCENARIO}-w{i}" for i in (1, 2, 3)]
@@ -692,6 +694,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--no-rollback", action="store_true", help="skip the rollback phase")
+    project_tools.add_start_flag(parser, CONTAINERS)
     args = parser.parse_args()
     if not 1 <= args.concurrency <= 16 or not 10 <= args.max_seconds <= 900:
         parser.error("--concurrency 1-16 and --max-seconds 10-900 keep the load bounded")
@@ -699,6 +702,7 @@ def main() -> int:
     project_tools.setup_check_done(SCRIPT)
     own = args.inventory is None
     if own:
+        project_tools.confirm_containers(SCRIPT, args.start_containers, CONTAINERS)
         molecule("create")
         molecule("converge")
     try:

@@ -23,6 +23,15 @@ Shell scripts (stdlib only, so the system python3 runs it):
 With GPUHOST_SETUP_CHECK=1 in the environment a script stops after its setup check: it
 prints "<script>: setup ok ..." and exits 0 (tests/test_readme_commands.py runs every
 documented command that way).
+
+A script that starts docker containers asks first, after its setup check:
+
+    add_start_flag(parser, "two blank sandboxes")   # --start-containers
+    ...
+    confirm_containers("bench/x.py", args.start_containers, "two blank sandboxes")
+
+Without the flag it asks on a terminal and otherwise stops with one line naming the flag
+(exit 2); nothing is started unasked (tests/test_bench_setup.py).
 """
 
 from __future__ import annotations
@@ -174,6 +183,38 @@ def shell(script: str, requirements: list[str], environ: Mapping[str, str]) -> t
     if environ.get(SETUP_CHECK_ENV) == "1":
         code += f"; echo {shlex.quote(ok_line(script, path))}; exit 0"
     return code, 0
+
+
+START_FLAG = "--start-containers"
+
+
+def add_start_flag(parser, what: str) -> None:
+    """The flag that lets a script start its containers (argparse; dest start_containers)."""
+    parser.add_argument(
+        START_FLAG,
+        action="store_true",
+        help=f"start the docker containers this needs ({what}); without it: ask on a "
+        "terminal, else stop",
+    )
+
+
+def confirm_containers(script: str, given: bool, what: str, ask=None) -> None:
+    """Go on only when starting containers was asked for: the flag, or "y" at the prompt
+    (asked only on a terminal, or through `ask`). Otherwise one line on stderr, exit 2."""
+    if given:
+        return
+    if ask is None and sys.stdin is not None and sys.stdin.isatty():
+        ask = input
+    if ask is not None:
+        answer = ask(f"{script} starts docker containers ({what}). Start them? [y/N] ")
+        if answer.strip().lower() in ("y", "yes"):
+            return
+    print(
+        f"{script}: starts docker containers ({what}); run it again with {START_FLAG} "
+        "to start them",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
 
 
 def main(argv: list[str]) -> int:

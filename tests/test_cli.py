@@ -200,7 +200,11 @@ def test_no_matching_host_exits_2(gpuhost, local_inventory):
         *("--playbook", str(PLAYBOOKS / "failing.yml")),
     )
     assert proc.returncode == 2
-    assert "no hosts to target" in proc.stdout
+    # Refused before a run record, naming the inventory's hosts; no empty sections.
+    assert f"--limit 'nosuchhost' matches no host of inventory {local_inventory}" in proc.stderr
+    assert f"its hosts: {HOST}" in proc.stderr
+    assert proc.stdout == ""
+    assert not gpuhost.runs.exists()
 
 
 def test_secrets_stay_out_of_the_run_record(gpuhost, local_inventory, tmp_path):

@@ -153,7 +153,16 @@ def test_a_second_run_on_the_same_inventory_is_refused(tmp_path, inventory):
 
 
 def test_ansible_playbook_gets_a_minimal_environment(tmp_path, inventory):
-    names = ["AWS_ACCESS_KEY_ID", "GPUHOST_SGLANG_API_KEY", "HF_TOKEN", "LANG", "HOME"]
+    # The TLS trust, mirror and proxy variables pass (a Proxmox behind a private CA works as
+    # with plain Ansible); cloud credentials do not.
+    passed = {
+        "REQUESTS_CA_BUNDLE": "/etc/ssl/private-ca.pem",
+        "SSL_CERT_DIR": "/etc/ssl/certs",
+        "HF_ENDPOINT": "https://hf-mirror.example",
+        "https_proxy": "http://proxy.example:3128",
+        "NO_PROXY": "localhost",
+    }
+    names = ["AWS_ACCESS_KEY_ID", "GPUHOST_SGLANG_API_KEY", "HF_TOKEN", "LANG", "HOME", *passed]
     proc = subprocess.run(
         [
             str(GPUHOST),
@@ -171,6 +180,7 @@ def test_ansible_playbook_gets_a_minimal_environment(tmp_path, inventory):
             GPUHOST_SGLANG_API_KEY="sk-passed-on-purpose",
             HF_TOKEN="hf-passed-on-purpose",
             LANG="C.UTF-8",
+            **passed,
         ),
         capture_output=True,
         text=True,
@@ -187,6 +197,7 @@ def test_ansible_playbook_gets_a_minimal_environment(tmp_path, inventory):
     assert seen["GPUHOST_SGLANG_API_KEY"] == "sk-passed-on-purpose"
     assert seen["HF_TOKEN"] == "hf-passed-on-purpose"
     assert seen["LANG"] == "C.UTF-8" and seen["HOME"] == os.environ["HOME"]
+    assert {name: seen[name] for name in passed} == passed
     report = json.loads((tmp_path / "runs" / "latest" / "report.json").read_text())
     command = Path(report["artifacts"]) / "ansible" / "command"
     recorded = json.loads(command.read_text())["env"]

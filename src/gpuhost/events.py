@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -20,6 +21,17 @@ _STATS_KEYS = {"failures": "failed", "dark": "unreachable"}
 FINDINGS_FACT = "gpuhost_findings"
 REBOOT_FACT = "gpuhost_reboot_required"
 _DIFF_LINES_MAX = 400
+# The job events that carry a warning for the person running the playbook: Ansible's own
+# ([WARNING]: ..., [DEPRECATION WARNING]: ...) and those of the gpuhost plugins
+# (gpuhost_validate: a misspelt variable). Their text is the event's stdout. A warning that
+# a task's action plugin gives (in a worker) comes as a `verbose` event whose stdout starts
+# with [WARNING]:, the controller's own as a `warning` event.
+WARNING_EVENTS = ("warning", "deprecated", "system_warning")
+# Notices the gpuhost plugins print as plain lines (Display.display, a `verbose` event) that
+# change what the run does: a person must see them as plainly as a warning.
+NOTICE_MARKS = ("auto picked no profile",)
+_WARNING_PREFIX = re.compile(r"^\[(?:DEPRECATION )?WARNING\]:\s*")
+_NO_PATTERN_MATCH = "Could not match supplied host pattern, ignoring: "
 
 
 @dataclass
@@ -56,6 +68,7 @@ class EventCollector:
     findings: dict[str, list] = field(default_factory=dict)
     reboot: dict[str, bool] = field(default_factory=dict)
     handler_errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # once each, in the order they came
     output_tail: deque = field(default_factory=lambda: deque(maxlen=60))
     listeners: list[Callable[[str, dict], None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -83,6 +96,8 @@ class EventCollector:
         data = event.get("event_data") or {}
         if event.get("stdout"):
             self.output_tail.extend(event["stdout"].splitlines())
+        if is_warning(name, event.get("stdout") or ""):
+            self.add_warning(event.get("stdout") or "")
         if name == "playbook_on_play_start":
             self.play = data.get("play", "")
         elif name == "playbook_on_stats":
@@ -126,11 +141,43 @@ class EventCollector:
                 # A later fact of false (after a reboot handler) clears the flag.
                 self.reboot[host] = facts[REBOOT_FACT] in (True, "true", "True", "yes")
 
+    def add_warning(self, text: str) -> None:
+        """One warning, without Ansible's [WARNING]: prefix; a repeat is dropped."""
+        text = _WARNING_PREFIX.sub("", str(text).strip()).strip()
+        if text and text not in self.warnings:
+            self.warnings.append(text)
+
     def host_stats(self) -> dict[str, dict[str, int]]:
         """Ansible's own recap when the play finished, else the live counts."""
         if self.final_stats is not None:
             return self.final_stats
         return {host: dict(counts) for host, counts in self.counts.items()}
+
+
+def is_warning(name: str, stdout: str) -> bool:
+    """Whether a job event is a warning (or a notice) a person must see."""
+    if name in WARNING_EVENTS:
+        return True
+    return name == "verbose" and bool(
+        _WARNING_PREFIX.match(stdout.lstrip()) or any(m in stdout for m in NOTICE_MARKS)
+    )
+
+
+def condensed_warnings(warnings: list[str]) -> list[str]:
+    """The warnings as a person reads them: Ansible's one line per host pattern that matched
+    nothing (site.yml's plays for routers, monitoring, ... on an inventory without them)
+    become one line naming the patterns."""
+    mark = _NO_PATTERN_MATCH
+    patterns = [w.removeprefix(mark) for w in warnings if w.startswith(mark)]
+    out = [w for w in warnings if not w.startswith(_NO_PATTERN_MATCH)]
+    if patterns:
+        out.insert(
+            0,
+            "no host of the inventory (within --limit) is in: "
+            + ", ".join(patterns)
+            + " (the plays for them did nothing)",
+        )
+    return out
 
 
 def task_label(data: dict) -> str:

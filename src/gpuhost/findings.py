@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.text import Text
 
 STATUSES = ("pass", "warn", "fail")
+# What a template renders for an absent fix (`{{ none }}` is "None" in a string field).
+_NO_FIX = ("", "none", "null", "-", "n/a")
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
 
 
@@ -38,10 +40,17 @@ def normalize(raw: object) -> list[dict]:
                 "check": str(entry.get("check") or "?"),
                 "status": entry["status"],
                 "message": str(entry.get("message") or ""),
-                "fix": str(entry.get("fix") or ""),
+                "fix": fix_of(entry),
             }
         )
     return findings
+
+
+def fix_of(entry: dict) -> str:
+    """A finding's fix, or "" when it has none (None, or the text a template made of it)."""
+    fix = entry.get("fix")
+    text = "" if fix is None else str(fix).strip()
+    return "" if text.lower() in _NO_FIX else text
 
 
 def normalize_all(by_host: dict[str, object]) -> dict[str, list[dict]]:

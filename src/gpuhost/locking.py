@@ -53,9 +53,13 @@ def lock_path(directory: Path, target: str) -> Path:
 def _targets(inventories: list[Path], limit: str | None) -> list[str]:
     try:
         return inventory.connection_targets(inventories, limit)
+    except (inventory.NoHostsMatched, inventory.InventoryParseError) as exc:
+        raise GpuhostError(str(exc)) from None
     except Exception as exc:  # Ansible's own message names the inventory's problem
         shown = ", ".join(str(p) for p in inventories)
-        raise GpuhostError(f"cannot read the hosts of inventory {shown}: {exc}") from None
+        raise GpuhostError(
+            f"cannot read the hosts of inventory {shown}: {inventory.explain(exc)}"
+        ) from None
 
 
 @contextmanager

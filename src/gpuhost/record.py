@@ -77,8 +77,54 @@ def _error_excerpt(lines: list[str]) -> str:
     return "\n".join(warnings[-4:])
 
 
-def run_status(report: dict, outcome: RunOutcome) -> tuple[str, str | None]:
-    """Status from the results; `error` means Ansible never ran a task on any host."""
+_TRACEBACK = "Traceback (most recent call last):"
+_CRASH_LINES = 12
+
+
+def crash_excerpt(text: str) -> str:
+    """What ansible-playbook printed when it ended without an event: the traceback's
+    exception line (the last line of a traceback) with the frames just above it, else the
+    output's last lines."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if any(_TRACEBACK in line for line in lines):
+        start = max(i for i, line in enumerate(lines) if _TRACEBACK in line)
+        frames = lines[start + 1 :]
+        tail = frames[-(_CRASH_LINES - 1) :]
+        return "\n".join([lines[start], *(["  ..."] if len(frames) > len(tail) else []), *tail])
+    return "\n".join(lines[-_CRASH_LINES:])
+
+
+def _artifact_output(run_dir: RunDir) -> str:
+    """ansible-playbook's own output (stdout and stderr artifacts), for a run that left no
+    event to read it from."""
+    texts = []
+    for name in ("stdout", "stderr"):
+        path = run_dir.runner_dir / "artifacts" / "ansible" / name
+        try:
+            texts.append(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+    return "\n".join(texts)
+
+
+def _no_task_ran(tail: list[str], rc: int, output: str) -> str:
+    """Why no host ran a task: Ansible's error (it names the file and line of a YAML
+    error), else the crash (a traceback, or the last output), else the likely causes."""
+    why = _error_excerpt(tail)
+    if why.startswith(("[ERROR]", "ERROR!")):
+        return why
+    crash = crash_excerpt(output) if not tail or _TRACEBACK in output else ""
+    if crash:
+        return f"ansible-playbook ended (rc={rc}) without running a task; its output ends:\n{crash}"
+    hint = "no host ran a task: check the inventory, --limit and --tags"
+    return f"{why}\n{hint}" if why else hint
+
+
+def run_status(report: dict, outcome: RunOutcome, output: str = "") -> tuple[str, str | None]:
+    """Status from the results; `error` means Ansible never ran a task on any host.
+    `output`: ansible-playbook's own output (the artifacts), read for a run without events."""
     if outcome.interrupted:
         if outcome.interrupted_by in ("", "SIGINT"):
             return "canceled", "interrupted by the user"
@@ -89,13 +135,12 @@ def run_status(report: dict, outcome: RunOutcome) -> tuple[str, str | None]:
         return "unreachable", None
     tail = list(outcome.collector.output_tail)
     if not report["hosts"]:
-        why = _error_excerpt(tail)
-        if why.startswith(("[ERROR]", "ERROR!")):
-            return "error", why
-        hint = "no host ran a task: check the inventory, --limit and --tags"
-        return "error", f"{why}\n{hint}" if why else hint
+        return "error", _no_task_ran(tail, outcome.rc, output)
     if outcome.rc != 0:
-        why = _error_excerpt(tail) or f"ansible-playbook exited with rc={outcome.rc}"
+        why = _error_excerpt(tail)
+        if not why and _TRACEBACK in output:
+            why = f"ansible-playbook crashed (rc={outcome.rc}):\n{crash_excerpt(output)}"
+        why = why or f"ansible-playbook exited with rc={outcome.rc}"
         return "failed", why
     return "successful", None
 
@@ -140,10 +185,27 @@ def build_report(
         "run_dir": str(run_dir.path),
         "artifacts": str(run_dir.runner_dir / "artifacts"),
     }
-    report["status"], report["error"] = run_status(report, outcome)
+    output = _artifact_output(run_dir) if not hosts or outcome.rc not in (0, 2, 4) else ""
+    if unreachable:
+        hints = _address_hints(request, [i.host for i in unreachable])
+        for item in report["unreachable"]:
+            if item["host"] in hints:
+                item["hint"] = hints[item["host"]]
+    report["status"], report["error"] = run_status(report, outcome, output)
+    report["warnings"] = list(collector.warnings)
     if collector.handler_errors:
         report["internal_errors"] = collector.handler_errors[:10]
     return report
+
+
+def _address_hints(request: RunRequest, hosts: list[str]) -> dict[str, str]:
+    """inventory.address_hints, never failing a report (the run itself read the inventory)."""
+    from gpuhost import inventory
+
+    try:
+        return inventory.address_hints(request.inventories, hosts)
+    except Exception:
+        return {}
 
 
 def write_report(run_dir: RunDir, report: dict) -> None:

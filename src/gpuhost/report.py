@@ -14,8 +14,9 @@ import os
 import re
 from pathlib import Path
 
-from gpuhost import bench, gpu_profile, timeline
+from gpuhost import bench, findings, gpu_profile, rollout, timeline
 from gpuhost.bench import markdown_table
+from gpuhost.events import condensed_warnings
 from gpuhost.redaction import REDACTED, is_secret_name
 from gpuhost.runfacts import Run
 
@@ -301,6 +302,50 @@ def gpu_notes(run: Run, host: str, notes: list) -> list:
     return kept
 
 
+def _section_run(report: dict) -> list[str]:
+    """What the run itself said: its warnings, the rollout (update, rollback) and, for a
+    check-mode run, what would change per host (or why that is unknown)."""
+    out: list[str] = []
+    warnings = condensed_warnings(report.get("warnings") or [])
+    if warnings:
+        out += ["", "## Warnings", ""] + [f"- {cell(w)}" for w in warnings]
+    section = report.get("rollout") or {}
+    if section:
+        rows = [
+            [
+                host,
+                str(row.get("state")),
+                str(row.get("runs")),
+                cell(row.get("config") or "-"),
+                cell(row.get("previous") or "-"),
+                cell(row.get("changed") or "-"),
+                cell(row.get("message") or ""),
+            ]
+            for host, row in section.items()
+        ]
+        out += ["", "## Rollout", ""]
+        out.append(
+            markdown_table(
+                ["host", "state", "runs config", "config", "before", "changed", "message"], rows
+            )
+        )
+    if report.get("check") and report.get("hosts"):
+        unknown = rollout.unknown_hosts(report)
+        by_host: dict[str, list[str]] = {}
+        for change in report.get("changed_tasks") or []:
+            by_host.setdefault(change.get("host"), []).append(str(change.get("task")))
+        out += ["", "## Would change (check mode)", ""]
+        for host in sorted(report["hosts"]):
+            tasks = by_host.get(host, [])
+            if host in unknown:
+                head = f"{len(tasks)} task(s) so far; the rest " if tasks else ""
+                out.append(f"- {host}: {head}unknown: {cell(unknown[host])}")
+            else:
+                out.append(f"- {host}: " + (f"{len(tasks)} task(s)" if tasks else "nothing"))
+            out += [f"  - {cell(t)}" for t in tasks]
+    return out
+
+
 def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
     """The Markdown report of a run; draws the plot beside report.md when there are points."""
     report = run.report
@@ -329,6 +374,7 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
             "",
             f"Failed on {task.get('host')}: {task.get('task')}: {cell(task.get('message'))}",
         ]
+    lines += _section_run(report)
     series = {}
     for host in run.hosts:
         facts = run.facts.get(host, {})
@@ -360,16 +406,19 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
         lines += _section_settings(facts.get("gpuhost_nccl") or {}, sglang)
         lines += ["", "### Versions", "", _section_versions(facts.get("gpuhost_python_env") or {})]
         lines += ["", "### Verification", ""]
-        lines += (
-            _section_verify(facts["gpuhost_verify"])
-            if facts.get("gpuhost_verify")
-            else ["Not verified in this run (`gpuhost verify`)."]
-        )
+        if host in (report.get("no_server") or []):
+            lines.append(f"No server is installed on {host}: nothing was verified in this run.")
+        elif facts.get("gpuhost_verify"):
+            lines += _section_verify(facts["gpuhost_verify"])
+        else:
+            lines.append("Not verified in this run (`gpuhost verify`).")
         lines += ["", "### Benchmark", ""]
         lines += _section_bench(run, host, threshold)
         series[host] = bench_points(run, host)
-        findings = (report.get("findings") or {}).get(host) or facts.get("gpuhost_findings") or []
-        if findings:
+        host_findings = findings.normalize(
+            (report.get("findings") or {}).get(host) or facts.get("gpuhost_findings") or []
+        )
+        if host_findings:
             lines += [
                 "",
                 "### Findings",
@@ -378,12 +427,12 @@ def render(run: Run, threshold: float = bench.REGRESSION_THRESHOLD) -> str:
                     ["status", "check", "message", "fix"],
                     [
                         [
-                            str(f.get("status", "?")).upper(),
-                            f.get("check", "?"),
-                            cell(f.get("message")),
-                            cell(f.get("fix") or ""),
+                            f["status"].upper(),
+                            f["check"],
+                            cell(f["message"]),
+                            cell(f["fix"]),
                         ]
-                        for f in findings
+                        for f in host_findings
                     ],
                 ),
             ]

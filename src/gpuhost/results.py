@@ -16,6 +16,8 @@ def finish(rep: dict) -> runfacts.Run:
     rep["facts"] = {
         h: {k: v for k, v in f.items() if k in runfacts.REPORT_FACTS} for h, f in facts.items()
     }
+    if rep["command"] == "verify":
+        rep["no_server"] = runfacts.hosts_without_server(run_dir)
     for host, host_facts in rep["facts"].items():
         lines = (host_facts.get("gpuhost_bench") or {}).get("results") or []
         if lines:

@@ -25,6 +25,8 @@ STATE_CONFIG = {
     "restored": "previous",
     "not_reached": "old",
     "unknown": "unknown",
+    "no_server": "none",
+    "would_install": "none",
 }
 UNREACHABLE_MESSAGE = (
     "unreachable during the rollout: whether it was drained, restarted or rolled back is "
@@ -66,21 +68,66 @@ def rollout_section(
         if fact is None:
             section[host] = {"state": "not_reached", "runs": STATE_CONFIG["not_reached"]}
             continue
-        state = str(fact.get("state") or "failed")
+        state, message = _true_state(fact)
         section[host] = {
             "state": state,
             "runs": STATE_CONFIG.get(state, "unknown"),
             "config": fact.get("config") or None,
             "previous": fact.get("previous") or None,
             "known_good": fact.get("known_good") or None,
-            "message": fact.get("message") or None,
+            "message": message,
             # What the update changed: flags, model, venv, nccl, env, unit (names only).
             "changed": [str(p) for p in fact.get("changed") or []],
         }
     return section
 
 
+def _true_state(fact: dict) -> tuple[str, str | None]:
+    """The state a host's fact means. role rolling_update compares the config before and
+    after; on a host that had no server both are empty, and "the same as before" is then no
+    server at all, not a rollback: `no_server` (the update failed there; nothing was
+    installed) or `would_install` (check mode: the first config would be installed)."""
+    state = str(fact.get("state") or "failed")
+    message = fact.get("message") or None
+    if fact.get("previous"):
+        return state, message
+    if state == "rolled_back" or (state == "failed" and not fact.get("config")):
+        why = f"; the update stopped: {message}" if message else ""
+        return "no_server", f"no server is installed on this host{why}"
+    if state == "would_update":
+        return "would_install", message or "no server is installed yet: provision installs one"
+    return state, message
+
+
 # ---- drift (gpuhost check --fail-on-drift) -------------------------------------------
+
+
+def unknown_hosts(report: dict) -> dict[str, str]:
+    """Hosts whose check-mode result does not say what differs from the inventory, and why:
+    the run was cancelled or never ran a task, the host was unreachable, a task failed on it
+    (the check stopped there: a failed validation), or a tag selection checked only part.
+    A host not listed here ran the whole check to its end."""
+    hosts = sorted(report.get("hosts") or {})
+    if report.get("status") == "canceled":
+        return dict.fromkeys(hosts, "the run was cancelled before the check ended")
+    if report.get("status") == "error":
+        return dict.fromkeys(hosts, "the run stopped before it checked anything (see Error)")
+    selection = []
+    if report.get("tags"):
+        selection.append(f"-t {report['tags']}")
+    if report.get("skip_tags"):
+        selection.append(f"--skip-tags {report['skip_tags']}")
+    out: dict[str, str] = {}
+    failed = {t["host"]: t["task"] for t in reversed(report.get("failed_tasks") or [])}
+    for host in hosts:
+        counts = report["hosts"][host]
+        if counts.get("unreachable"):
+            out[host] = "unreachable: nothing was compared"
+        elif host in failed:
+            out[host] = f"task '{failed[host]}' failed: the check stopped there on this host"
+        elif selection:
+            out[host] = f"only the tasks {' '.join(selection)} selects were checked"
+    return out
 
 
 def drift_by_host(report: dict) -> dict[str, list[dict]]:
@@ -99,6 +146,7 @@ def apply_drift(report: dict, *, fail_on_drift: bool) -> bool:
     """Add report["drift"] and rewrite report.json; with fail_on_drift any drift fails the
     run (exit 1). Returns whether any host drifted."""
     report["drift"] = drift_by_host(report)
+    report["drift_unknown"] = unknown_hosts(report)
     drifted = any(report["drift"].values())
     if fail_on_drift and drifted and report["status"] == "successful":
         report["status"] = "failed"

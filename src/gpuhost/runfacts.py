@@ -121,8 +121,23 @@ def _event_files(run_dir: Path) -> list[Path]:
     return sorted(files, key=order)
 
 
-def facts_from_events(run_dir: Path) -> dict[str, dict]:
-    """host -> {gpuhost_* fact: last value set in the run}."""
+# role verify's decision (roles/verify/tasks/preflight.yml): false when the server's unit is
+# absent and verify_when_no_server is skip, so nothing was verified on that host.
+SERVER_INSTALLED_FACT = "_verify_server_installed"
+
+
+def hosts_without_server(run_dir: Path) -> list[str]:
+    """Hosts where role verify found no server installed (its last decision in the run)."""
+    found = facts_from_events(run_dir, names=(SERVER_INSTALLED_FACT,))
+    return sorted(
+        host
+        for host, facts in found.items()
+        if str(facts.get(SERVER_INSTALLED_FACT)).lower() in ("false", "no", "0")
+    )
+
+
+def facts_from_events(run_dir: Path, names: tuple[str, ...] = ()) -> dict[str, dict]:
+    """host -> {gpuhost_* fact (or one of `names`): last value set in the run}."""
     facts: dict[str, dict] = {}
     for path in _event_files(run_dir):
         try:
@@ -140,7 +155,7 @@ def facts_from_events(run_dir: Path) -> dict[str, dict]:
             found = result.get("ansible_facts")
             if isinstance(found, dict):
                 for name, value in found.items():
-                    if name.startswith(FACT_PREFIX):
+                    if name.startswith(FACT_PREFIX) if not names else name in names:
                         facts.setdefault(host, {})[name] = value
     return facts
 

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpuhost import bench, findings, gpu_profile
-from gpuhost.events import COUNTERS
+from gpuhost import bench, findings, gpu_profile, rollout
+from gpuhost.events import COUNTERS, condensed_warnings
 from gpuhost.report import bench_points
 from gpuhost.runfacts import Run
 
@@ -67,17 +67,29 @@ def print_diff(console: Console, diff: str, indent: str) -> None:
 
 
 def print_changes(console: Console, report: dict, *, with_diff: bool) -> None:
-    """Per host, the tasks that changed (in check mode: would change)."""
+    """Per host, the tasks that changed (in check mode: would change, listed for every host).
+    In check mode a host whose check did not run to its end is `unknown`, with the reason
+    (rollout.unknown_hosts): "nothing" is said only of hosts that were checked whole."""
     by_host: dict[str, list[dict]] = {}
     for change in report["changed_tasks"]:
         by_host.setdefault(change["host"], []).append(change)
-    heading = "Would change (check mode):" if report["check"] else "Changed:"
-    if not by_host:
-        console.print(Text("Nothing would change." if report["check"] else "Nothing changed."))
+    unknown = rollout.unknown_hosts(report) if report["check"] else {}
+    if not report["check"] and not by_host:
+        console.print(Text("Nothing changed."))
         return
-    console.print(Text(heading, style="bold"))
-    for host, changes in sorted(by_host.items()):
-        console.print(Text(f"  {host}: {len(changes)} task(s)", style="yellow"), soft_wrap=True)
+    console.print(
+        Text("Would change (check mode):" if report["check"] else "Changed:", style="bold")
+    )
+    for host in sorted(set(by_host) | set(report["hosts"] if report["check"] else ())):
+        changes = by_host.get(host, [])
+        if host in unknown:
+            more = f"{len(changes)} task(s) so far, the rest " if changes else ""
+            line = Text(f"  {host}: {more}unknown: {unknown[host]}", style="bold red")
+        elif changes:
+            line = Text(f"  {host}: {len(changes)} task(s)", style="yellow")
+        else:
+            line = Text(f"  {host}: nothing", style="green")
+        console.print(line, soft_wrap=True)
         for change in changes:
             console.print(Text(f"    - {change['task']}"), soft_wrap=True)
             if with_diff and change.get("diff"):
@@ -98,9 +110,24 @@ def print_problems(console: Console, report: dict) -> None:
         for item in report["unreachable"]:
             console.print(Text(f"  {item['host']}: unreachable", style="red"), soft_wrap=True)
             _indented(console, item["message"], "      ")
+            if item.get("hint"):
+                _indented(console, item["hint"], "      ", style="yellow")
     if report.get("error"):
         console.print(Text("Error:", style="bold red"))
         _indented(console, report["error"], "  ")
+
+
+def print_warnings(console: Console, report: dict) -> None:
+    """Every warning the run emitted (Ansible's and the validation's), once each."""
+    warnings = condensed_warnings(report.get("warnings") or [])
+    if not warnings:
+        return
+    console.print(Text("Warnings:", style="bold yellow"))
+    for text in warnings:
+        lines = text.splitlines()
+        console.print(Text(f"  - {lines[0]}", style="yellow"), soft_wrap=True)
+        if lines[1:]:
+            _indented(console, "\n".join(lines[1:]), "    ")
 
 
 def print_footer(console: Console, report: dict) -> None:
@@ -124,6 +151,7 @@ def print_summary(console: Console, report: dict, *, show_changes: bool) -> None
         print_host_table(console, report["hosts"])
     if show_changes and report["hosts"]:
         print_changes(console, report, with_diff=report["check"])
+    print_warnings(console, report)
     print_problems(console, report)
 
 
@@ -138,6 +166,8 @@ _STATE_STYLE = {
     "failed": "bold red",
     "unknown": "bold red",
     "not_reached": "yellow",
+    "no_server": "yellow",
+    "would_install": "yellow",
 }
 
 
@@ -164,25 +194,46 @@ def print_rollout(console: Console, section: dict[str, dict]) -> None:
     console.print(table)
 
 
-def print_drift(console: Console, drift: dict[str, list[dict]]) -> None:
-    """One line per host, doctor style: DRIFT with the differing tasks, or OK."""
+def print_drift(console: Console, drift: dict[str, list[dict]], unknown: dict[str, str]) -> None:
+    """One line per host, doctor style: DRIFT with the differing tasks, OK, or UNKNOWN with
+    why the check cannot say (rollout.unknown_hosts). No host, no section."""
+    if not drift:
+        return
     console.print(Text("Drift (check-mode diff against the inventory):", style="bold"))
     width = max((len(host) for host in drift), default=0)
     for host, items in drift.items():
+        why = unknown.get(host)
         if items:
             line = Text.assemble(
-                ("DRIFT", "bold red"),
+                ("DRIFT  ", "bold red"),
                 f"  {host:<{width}}  {len(items)} difference(s) from the "
                 "inventory: " + "; ".join(i["task"] for i in items),
             )
+            if why:
+                line.append(f"; the rest unknown: {why}", style="red")
+        elif why:
+            line = Text.assemble(("UNKNOWN", "bold red"), f"  {host:<{width}}  {why}")
         else:
-            line = Text.assemble(("OK   ", "green"), f"  {host:<{width}}  matches the inventory")
+            line = Text.assemble(("OK     ", "green"), f"  {host:<{width}}  matches the inventory")
         console.print(line, soft_wrap=True)
 
 
 def print_verify(console: Console, run: Run) -> None:
-    """gpuhost verify: per host its verify findings and the known-answer questions."""
+    """gpuhost verify: per host its verify findings and the known-answer questions; a host
+    where role verify found no server says that, and nothing else."""
+    no_server = set(run.report.get("no_server") or [])
     for host in run.hosts:
+        if host in no_server:
+            console.print(
+                Text.assemble(
+                    ("NO SERVER", "bold yellow"),
+                    f"  no server is installed on {host}: nothing was verified there "
+                    "(gpuhost provision installs one; role sglang_server's preflight says why "
+                    "it did not)",
+                ),
+                soft_wrap=True,
+            )
+            continue
         verify = run.facts.get(host, {}).get("gpuhost_verify")
         if not verify:
             continue

@@ -4,7 +4,11 @@ From the job events (each task result carries its start and end) and two facts t
 gpuhost_model_cache.download (when the background download unit really started and ended,
 read from systemd) and gpuhost_driver_activation (load / reboot / reboot needed, how long).
 `attach` puts `stages` into report.json and draws runs/<ts>/timeline.png; `markdown` is the
-report.md section. Stages a run did not reach (or that did nothing) are simply absent.
+report.md section. Stages a run did not reach (or that did nothing) are simply absent: a
+stage is one where a task did work; skipped tasks, bookkeeping (set_fact, assert, debug, the
+argument-spec check) and sglang_server's settings resolution (which runs under any tag in the
+Serve and Verify plays) do not make one. A run whose stages add up to under a second has
+nothing to draw: no picture, no line (matplotlib alone costs seconds).
 """
 
 from __future__ import annotations
@@ -38,6 +42,18 @@ _ACTIVATION_TASKS = (
     "Read the GPU facts again with the driver loaded",
 )
 _WAIT_TASK = "Wait for the download, showing bytes, rate and ETA"
+# Actions that decide or record and do no work on the host: a stage made only of these did
+# not run (`check -t preflight` runs the Serve play's always-tagged settings tasks).
+_BOOKKEEPING = frozenset(
+    f"{prefix}{name}"
+    for prefix in ("", "ansible.builtin.", "ansible.legacy.")
+    for name in ("set_fact", "assert", "debug", "validate_argument_spec", "meta", "fail")
+)
+# sglang_server task files that resolve its settings (every play that needs them includes
+# them, under any tag): no server starts there.
+_SETTINGS_FILES = ("/sglang_server/tasks/validate.yml", "/sglang_server/tasks/facts.yml")
+# Under this much time in all, a run has no timeline worth a picture.
+MIN_DRAWN_S = 1.0
 # The chain that the download overlaps: everything installed between preflight and serve.
 INSTALL_CHAIN = ("base", "download start", "driver", "reboot", "CUDA", "Python env")
 
@@ -46,6 +62,8 @@ def _stage_of(data: dict) -> str | None:
     play = data.get("play") or ""
     role = data.get("role") or ""
     task = data.get("task") or ""
+    if str(data.get("task_path") or "").split(":")[0].endswith(_SETTINGS_FILES):
+        return None
     if play == "Preflight":
         return "preflight"
     if role == "model_cache":
@@ -92,14 +110,18 @@ def stages(run_dir: Path, started_at: str, facts: dict[str, dict]) -> list[dict]
     origin = _ts(started_at)
     spans: dict[str, list[float]] = {}
     busy: dict[str, float] = {}
+    ran: set[str] = set()  # stages where a task did work
     for event in _events(run_dir):
         data = event.get("event_data") or {}
         name = _stage_of(data)
         start, end = _ts(data.get("start")), _ts(data.get("end"))
         if not name or start is None or end is None:
             continue
-        if event.get("event") == "runner_on_skipped" and name not in ("preflight", "verify"):
+        skipped = event.get("event") == "runner_on_skipped"
+        if skipped and name not in ("preflight", "verify"):
             continue
+        if not skipped and str(data.get("task_action") or "") not in _BOOKKEEPING:
+            ran.add(name)
         span = spans.setdefault(name, [start, end])
         span[0], span[1] = min(span[0], start), max(span[1], end)
         busy[name] = busy.get(name, 0.0) + (end - start)
@@ -111,11 +133,12 @@ def stages(run_dir: Path, started_at: str, facts: dict[str, dict]) -> list[dict]
             # A download an earlier run started shows where it really began.
             spans["download"] = [start, end]
             busy["download"] = end - start
+            ran.add("download")
     if origin is None:
         return []
     out = []
     for name in STAGES:
-        if name not in spans:
+        if name not in spans or name not in ran:
             continue
         start, end = spans[name]
         out.append(
@@ -194,6 +217,17 @@ def plot(stage_list: list[dict], path: Path, title: str) -> Path:
     return path
 
 
+def worth_drawing(stage_list: list[dict]) -> bool:
+    """A timeline says something when its stages took a second or more in all."""
+    return sum(s["duration_s"] for s in stage_list) >= MIN_DRAWN_S
+
+
+def seconds(value: float) -> str:
+    """A stage's time on the terminal: under a second is `<1s`, never a `0s` that reads
+    as "did not run"."""
+    return "<1s" if value < 1 else f"{value:.0f}s"
+
+
 def attach(report: dict, run_dir: Path) -> None:
     """stages and their summary into the report; timeline.png beside it. Never fails a run."""
     try:
@@ -202,7 +236,7 @@ def attach(report: dict, run_dir: Path) -> None:
     except Exception as exc:  # a picture must not turn a good run into a failed one
         report["stages_error"] = f"{type(exc).__name__}: {exc}"
         return
-    if not stage_list:
+    if not worth_drawing(stage_list):
         return
     report["stages"] = stage_list
     report["stages_summary"] = summary(stage_list)
@@ -258,7 +292,7 @@ def print_summary(console, report: dict) -> None:
 
     stage_list = report.get("stages") or []
     if stage_list:
-        text = ", ".join(f"{s['name']} {s['duration_s']:.0f}s" for s in stage_list)
+        text = ", ".join(f"{s['name']} {seconds(s['duration_s'])}" for s in stage_list)
         console.print(Text(f"Stages: {text}", style="dim"), soft_wrap=True)
     for host, act in sorted((report.get("driver_activation") or {}).items()):
         console.print(

@@ -27,5 +27,5 @@ def run(args: argparse.Namespace, ctx: base.Context) -> int:
     rollout.apply_drift(report, fail_on_drift=args.fail_on_drift)
     code = base.emit(ctx, report, json_output=args.json, show_findings=True)
     if not args.json:
-        summary.print_drift(ctx.out, report["drift"])
+        summary.print_drift(ctx.out, report["drift"], report["drift_unknown"])
     return code
