@@ -10,6 +10,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+# The CLI from the project venv first on PATH, or one line saying what to run first; with
+# GPUHOST_SETUP_CHECK=1 stop here (scripts/project_tools.py, as scripts/demo.sh does).
+eval "$(python3 scripts/project_tools.py scripts/vm-smoke.sh gpuhost || echo exit 2)"
 CACHE=${VM_SMOKE_CACHE:-$ROOT/.cache/vm-smoke}
 SUITE=${VM_SMOKE_SUITE:-bookworm}
 mkdir -p "$CACHE"
