@@ -364,17 +364,13 @@ class Smoke:
             vars_ = ["-e", "nvidia_driver_reboot_timeout=1500"]
             if "check" in steps:
                 self.gpuhost("check", "check", "-i", str(HERE / "inventory"), timeout=cli_timeout)
+            # `provision --tags host` without the model stage, as both provision steps run it.
+            provision = ("provision", "-i", str(HERE / "inventory"), "--tags", "host")
+            provision += ("--skip-tags", "model", *vars_)
             if "refuse" in steps:
                 self.gpuhost(
                     "provision-no-mok",
-                    "provision",
-                    "-i",
-                    str(HERE / "inventory"),
-                    "--tags",
-                    "host",
-                    "--skip-tags",
-                    "model",
-                    *vars_,
+                    *provision,
                     timeout=cli_timeout,
                 )
             if "mok" in steps:
@@ -387,14 +383,7 @@ class Smoke:
                 self.record["mok_created_rc"] = mok.returncode
                 self.gpuhost(
                     "provision-mok",
-                    "provision",
-                    "-i",
-                    str(HERE / "inventory"),
-                    "--tags",
-                    "host",
-                    "--skip-tags",
-                    "model",
-                    *vars_,
+                    *provision,
                     "-e",
                     f"nvidia_driver_mok_key={MOK_KEY}",
                     "-e",
