@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The repository as the collection gpuhost.gpu, the way a Galaxy/AWX user gets it: build the
-# tarball, install it into a fresh path, run a play from the installed copy (outside the
-# clone, without its ansible.cfg), and check that execution-environment.yml builds a context.
+# tarball, install it from the clone as README.md says (into a fresh HOME), run a play from
+# the installed copy (outside the clone, without its ansible.cfg), and check that
+# execution-environment.yml builds a context.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -9,15 +10,30 @@ eval "$(python3 scripts/project_tools.py scripts/collection-test.sh ansible-gala
   ansible-builder || echo exit 2)"
 bin=$(dirname "$(command -v ansible-galaxy)")
 out="$repo/.cache/collection"
-rm -rf "$out" && mkdir -p "$out/installed" "$out/run"
+rm -rf "$out" && mkdir -p "$out/run"
 
 "$bin/ansible-galaxy" collection build --force --output-path "$out" . >/dev/null
 tarball=$(ls "$out"/gpuhost-gpu-*.tar.gz)
 echo "collection: built $(basename "$tarball")"
-# --no-deps: Galaxy is unreachable here; the dependencies come from the `ansible` package.
-(cd "$out/run" && env -u ANSIBLE_CONFIG "$bin/ansible-galaxy" collection install --force \
-  --no-deps -p "$out/installed" "$tarball" >/dev/null)
-test -f "$out/installed/ansible_collections/gpuhost/gpu/playbooks/site.yml"
+# Installed the way README "As an Ansible collection" says, from the clone's root: there
+# ansible.cfg's collections_path (.collections, a link to the clone) already holds
+# gpuhost.gpu, so a plain install says "Nothing to do" and --force fails on the link;
+# ANSIBLE_COLLECTIONS_PATH=~/.ansible/collections installs into the user's own path, here a
+# fresh HOME under .cache. --no-deps: Galaxy is unreachable here; the dependencies come from
+# the `ansible` package.
+readme_install='ANSIBLE_COLLECTIONS_PATH=~/.ansible/collections ansible-galaxy collection install'
+grep -qF "$readme_install gpuhost-gpu-" README.md \
+  || { echo "collection: README.md no longer says: $readme_install <tarball>"; exit 1; }
+home="$out/home"
+installed="$home/.ansible/collections"
+mkdir -p "$home"
+HOME="$home" ANSIBLE_COLLECTIONS_PATH="$installed" "$bin/ansible-galaxy" collection install \
+  --no-deps "$tarball" >"$out/install.log" 2>&1 \
+  || { cat "$out/install.log"; echo "collection: the README's install failed"; exit 1; }
+grep -q "gpuhost.gpu:.* was installed successfully" "$out/install.log" \
+  || { cat "$out/install.log"; echo "collection: the README's install installed nothing"; exit 1; }
+test -f "$installed/ansible_collections/gpuhost/gpu/playbooks/site.yml"
+echo "collection: installed from the clone as README says, into $installed"
 
 cat >"$out/run/inventory.yml" <<'YAML'
 gpu_hosts:
@@ -28,14 +44,14 @@ gpu_hosts:
 YAML
 # The preflight stage reads this machine (no GPU: it says so) and changes nothing.
 log="$out/run/preflight.log"
-(cd "$out/run" && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH="$out/installed" \
+(cd "$out/run" && env -u ANSIBLE_CONFIG ANSIBLE_COLLECTIONS_PATH="$installed" \
   ANSIBLE_FORCE_COLOR=0 "$bin/ansible-playbook" gpuhost.gpu.preflight -i inventory.yml \
   >"$log" 2>&1) || { tail -n 40 "$log"; echo "collection: the installed preflight failed"; exit 1; }
 grep -q "TASK \[gpuhost.gpu.preflight : " "$log" \
   || { echo "collection: the play did not run the installed roles"; exit 1; }
 grep -Eq "controller +: ok=[0-9]+ +changed=0 +unreachable=0 +failed=0" "$log" \
   || { tail -n 5 "$log"; echo "collection: unexpected recap"; exit 1; }
-echo "collection: gpuhost.gpu.preflight ran from $out/installed (changed=0)"
+echo "collection: gpuhost.gpu.preflight ran from $installed (changed=0)"
 
 # The execution environment definition: ansible-builder writes the build context (no pull).
 cp "$tarball" "$out/gpuhost-gpu.tar.gz"

@@ -50,8 +50,20 @@ if [ "$stack" = 1 ]; then
   docker exec "$name" update-ca-certificates >/dev/null
 fi
 
-# The newest timestamped run folder (runs/latest is a link to it; skip the link itself).
-latest_report() { ls -1d runs/2*/ 2>/dev/null | sort | tail -n 1; }
+# The newest timestamped run folder (runs/latest is a link to it; skip the link itself);
+# where the CLI writes them ($GPUHOST_RUNS_DIR, else runs/).
+runs=${GPUHOST_RUNS_DIR:-runs}
+latest_report() { ls -1d "$runs"/2*/ 2>/dev/null | sort | tail -n 1; }
+
+echo
+echo "==> Check mode on the blank sandbox: gpuhost check -i inventory/sandbox"
+echo "    (what a provision would change; nothing is changed)"
+gpuhost check -i inventory/sandbox "${extra[@]}" "$@"
+# Check mode creates nothing: the service account a provision makes must not exist yet.
+if docker exec "$name" getent passwd gpuhost >/dev/null; then
+  echo "demo: gpuhost check created the service account on the blank sandbox" >&2
+  exit 1
+fi
 
 echo
 echo "==> First run: gpuhost provision -i inventory/sandbox"

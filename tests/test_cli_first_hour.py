@@ -336,7 +336,7 @@ def test_verify_says_no_server_is_installed(tmp_path):
         task="Decide",
         start=_at(0),
         end=_at(0),
-        res={"ansible_facts": {"_verify_server_installed": False}},
+        res={"ansible_facts": {"verify_server_installed": False}},
     )
     _event(
         tmp_path,
@@ -346,7 +346,7 @@ def test_verify_says_no_server_is_installed(tmp_path):
         task="Decide",
         start=_at(0),
         end=_at(0),
-        res={"ansible_facts": {"_verify_server_installed": True}},
+        res={"ansible_facts": {"verify_server_installed": True}},
     )
     assert runfacts.hosts_without_server(tmp_path) == ["h1"]
     # An earlier run's verification (with_history) must not speak for this run.
@@ -355,6 +355,17 @@ def test_verify_says_no_server_is_installed(tmp_path):
     run.facts = {"h1": old}
     text = printed(summary.print_verify, run)
     assert "no server is installed on h1" in text and "health" not in text
+
+
+def test_the_cli_reads_the_fact_role_verify_publishes():
+    # One name on both sides: the role's public output, not one of its private facts.
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    tasks = yaml.safe_load((root / "roles/verify/tasks/preflight.yml").read_text())
+    set_here = {k for t in tasks for k in (t.get("ansible.builtin.set_fact") or {})}
+    assert runfacts.SERVER_INSTALLED_FACT == "verify_server_installed"
+    assert runfacts.SERVER_INSTALLED_FACT in set_here
 
 
 # ---- inventory errors: file and line; a limit that matches nothing ----------------------

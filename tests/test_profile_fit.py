@@ -85,18 +85,55 @@ def test_auto_before_the_driver_is_loaded_goes_by_the_pci_ids():
     )
 
 
-def test_auto_without_a_measured_gpu_names_the_way_out():
-    unknown_card = {
+def _driverless(*device_ids):
+    return {
         "present": True,
         "driver": {"loaded": False},
-        "count": 1,
-        "pci_devices": [{"bus_id": "0000:01:00.0", "device_id": "10de:ffff"}],
+        "count": len(device_ids),
+        "pci_devices": [
+            {"bus_id": f"0000:{i + 1:02x}:00.0", "device_id": d} for i, d in enumerate(device_ids)
+        ],
     }
-    for gpu in (unknown_card, {"present": False, "driver": {"loaded": False}, "count": 0}):
-        chosen = fit.select(LIBRARY, gpu)
-        assert chosen["selected"] is None
-        assert "none was measured" in chosen["message"]
-        assert "glm5-nvfp4-8x-rtx-pro-6000" in chosen["message"]
+
+
+def test_auto_without_a_measured_gpu_names_the_way_out():
+    chosen = fit.select(LIBRARY, {"present": False, "driver": {"loaded": False}, "count": 0})
+    assert chosen["selected"] is None
+    assert "none was measured" in chosen["message"]
+    assert "glm5-nvfp4-8x-rtx-pro-6000" in chosen["message"]
+
+
+def test_auto_with_an_unknown_pci_id_names_the_id():
+    # One unknown card among known ones is enough to know nothing (the smallest GPU counts).
+    chosen = fit.select(LIBRARY, _driverless("10de:2bb5", "10DE:FFFF", "10de:fffe", "10de:ffff"))
+    assert chosen["selected"] is None
+    assert chosen["gpus"] is None
+    assert "the PCI id(s) 10de:fffe, 10de:ffff are not among the GPUs" in chosen["message"]
+    assert "10de:2bb5" in chosen["message"]  # the known ids are listed, not reported unknown
+    assert "glm5-nvfp4-8x-rtx-pro-6000" in chosen["message"]
+    assert fit.unknown_pci_ids(_driverless("10de:2335")) == []
+    # With the driver loaded nvidia-smi measures; PCI ids do not matter.
+    assert fit.unknown_pci_ids({**_driverless("10de:ffff"), "driver": {"loaded": True}}) == []
+
+
+@pytest.mark.parametrize(
+    "device_id, name",
+    [
+        ("10de:2bb1", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"),
+        ("10de:2bb4", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"),
+        ("10de:2bb5", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+    ],
+)
+def test_auto_on_driverless_rtx_pro_6000_workstation_cards(device_id, name):
+    """The Workstation and Max-Q Workstation cards (10de:2bb1, 10de:2bb4) are the 96 GB GB202
+    class of the Server Edition: 8 of them pick the RTX PRO 6000 profile before any driver."""
+    chosen = fit.select(LIBRARY, _driverless(*[device_id] * 8))
+    assert chosen["selected"] == "glm5-nvfp4-8x-rtx-pro-6000", chosen["message"]
+    assert chosen["gpus"]["names"] == [name]
+    assert chosen["gpus"]["sms"] == [120]
+    server = fit.measured(_driverless("10de:2bb5"))
+    assert chosen["gpus"]["memory_gib"] == server["memory_gib"] == 95.6
+    assert "known from the PCI ids: no driver loaded yet" in chosen["message"]
 
 
 def test_auto_when_nothing_fits_lists_every_profile_and_why():

@@ -43,8 +43,25 @@ API = {
         {"vmid": 9000, "name": "debian-12-cloud", "node": "pve1", "template": 1, "tags": ""},
         {"vmid": 150, "name": "db", "node": "pve1", "tags": ""},
     ],
-    "node": {"node": "pve1", "maxmem": 64 * 1024**3},
+    "node": {"node": "pve1", "maxmem": 64 * 1024**3, "maxcpu": 32},
     "mappings": [{"id": f"gpu{i}", "map": [MAP.format(g=20 + i, b=1 + i)]} for i in range(2)],
+    "storages": [
+        {
+            "storage": "local-lvm",
+            "node": "pve1",
+            "content": "images,rootdir",
+            "status": "available",
+        },
+        {"storage": "local", "node": "pve1", "content": "iso,vztmpl,backup", "status": "available"},
+    ],
+    "configs": {"150": {"name": "db", "memory": "4096"}},
+    "template": {
+        "scsi0": "local-lvm:base-9000-disk-0,size=3G",
+        "ide2": "local-lvm:vm-9000-cloudinit,media=cdrom",
+    },
+    "current": None,
+    "keeper": None,
+    "purpose": "create",
 }
 
 
@@ -105,7 +122,9 @@ def test_vmid_of_unmanaged_vm_refused():
     msg = _one(api_errors(spec(proxmox_vm_vmid=150), API), "proxmox_vm_vmid")
     assert "'db'" in msg and "does not manage" in msg
     # the same vmid held by the managed VM itself is fine (a second run)
-    managed = dict(API, vms=[{"vmid": 201, "name": "gpu-vm1", "node": "pve1", "tags": "gpuhost"}])
+    managed = dict(
+        API, vms=[*API["vms"], {"vmid": 201, "name": "gpu-vm1", "node": "pve1", "tags": "gpuhost"}]
+    )
     assert api_errors(GOOD, managed) == []
 
 
@@ -167,3 +186,90 @@ def test_diff_is_empty_for_the_same_config_in_another_key_order():
         "memory": {"before": "8192", "after": "16384"},
         "hostpci5": {"before": "mapping=gpu5", "after": None},
     }
+
+
+def test_the_example_inventory_vm_is_in_both_groups_and_valid():
+    """inventory/proxmox-example: the VM is in proxmox_vms and gpu_hosts (README), and its
+    spec passes the offline checks (the secret comes from the environment, here a stand-in)."""
+    inv = ROOT / "inventory" / "proxmox-example"
+    hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]
+    assert "gpu-vm1" in hosts["proxmox_vms"]["hosts"]
+    assert "gpu-vm1" in hosts["gpu_hosts"]["hosts"]
+    v = dict(DEFAULTS, proxmox_vm_name="gpu-vm1", proxmox_vm_api_token_secret="***")
+    v.update(yaml.safe_load((inv / "group_vars" / "proxmox_vms.yml").read_text()))
+    v.update(
+        {
+            k: x
+            for k, x in hosts["proxmox_vms"]["hosts"]["gpu-vm1"].items()
+            if k.startswith("proxmox_vm_")
+        }
+    )
+    assert spec_errors(v, FACTS) == []
+
+
+def test_an_http_api_host_is_refused_naming_the_variable():
+    msg = _one(
+        spec_errors(spec(proxmox_vm_api_host="http://192.0.2.10"), FACTS), "proxmox_vm_api_host"
+    )
+    assert "'http://192.0.2.10'" in msg and "https" in msg
+
+
+def test_a_token_without_its_secret_is_refused_before_any_request():
+    msg = _one(
+        spec_errors(spec(proxmox_vm_api_token_secret=""), FACTS), "proxmox_vm_api_token_secret"
+    )
+    assert "'gpuhost'" in msg and "GPUHOST_PROXMOX_TOKEN_SECRET" in msg
+
+
+CURRENT = {
+    "name": "gpu-vm1",
+    "tags": "gpuhost",
+    "scsi0": "local-lvm:vm-201-disk-0,size=3G",
+    "ide2": "local-lvm:vm-201-cloudinit,media=cdrom",
+    "scsi1": "local-lvm:vm-201-disk-2,size=200G",
+}
+DISK = {"slot": "scsi1", "storage": "local-lvm", "size_gib": 200}
+ON_NODE = dict(
+    API, vms=[*API["vms"], {"vmid": 201, "name": "gpu-vm1", "node": "pve1", "tags": "gpuhost"}]
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "var"),
+    [
+        ({"size_gib": 300}, "proxmox_vm_model_disk.size_gib=300"),
+        ({"slot": "scsi2"}, "proxmox_vm_model_disk.slot='scsi2'"),
+        ({"storage": "tank"}, "proxmox_vm_model_disk.storage='tank'"),
+        ({"size_gib": 0}, "proxmox_vm_model_disk.size_gib=0"),
+    ],
+)
+@pytest.mark.parametrize("where", ["current", "keeper"])
+def test_a_model_disk_change_is_refused_unless_delete_model_disk(change, var, where):
+    api = dict(ON_NODE, **{where: CURRENT})
+    assert api_errors(spec(proxmox_vm_model_disk=DISK), api) == []
+    bad = spec(proxmox_vm_model_disk=dict(DISK, **change))
+    for purpose in ("rebuild", "destroy"):
+        msg = _one(api_errors(bad, dict(api, purpose=purpose)), var)
+        assert "--delete-model-disk" in msg
+    allowed = [
+        e
+        for e in api_errors(dict(bad, proxmox_vm_destroy_model_disk=True), api)
+        if e.startswith("proxmox_vm_model_disk")
+    ]
+    assert allowed == [] or change == {"storage": "tank"}, allowed  # tank: no such storage
+
+
+@pytest.mark.parametrize(
+    ("vm", "var"),
+    [
+        ({"vmid": 201, "name": "gpu-vm1", "tags": ""}, "proxmox_vm_vmid=201"),
+        ({"vmid": 201, "name": "other", "tags": "gpuhost"}, "proxmox_vm_vmid=201"),
+        (
+            {"vmid": 100201, "name": "gpu-vm1-model", "tags": ""},
+            "proxmox_vm_model_keeper_vmid=100201",
+        ),
+    ],
+)
+def test_destroy_identifies_the_vm_by_vmid_name_and_tag(vm, var):
+    api = dict(API, vms=[*API["vms"], dict(vm, node="pve1")], purpose="destroy")
+    _one(api_errors(GOOD, api), var)

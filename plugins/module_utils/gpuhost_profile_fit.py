@@ -38,12 +38,27 @@ def _sm(capability):
 # Before the driver is loaded (a bare host: preflight runs before role nvidia_driver) only the
 # PCI ids are known. For the GPUs of the recorded hosts the id says what nvidia-smi reports
 # once the driver is up (tests/fixtures/gpu-hosts/: name, compute capability, memory MiB).
+# The two RTX PRO 6000 Workstation cards (ids from the PCI ID repository,
+# https://pci-ids.ucw.cz/read/PC/10de, and the supported-chips appendix of NVIDIA's Linux
+# driver README) are the same GB202 chip with 96 GB GDDR7 as the Server Edition: nvidia-smi
+# reports the same 97887 MiB and compute capability 12.0 for them; no recorded host has one.
 PCI_GPUS = {
     "10de:2330": ("NVIDIA H100 80GB HBM3", "9.0", 81559),
     "10de:2335": ("NVIDIA H200", "9.0", 143771),
     "10de:26b9": ("NVIDIA L40S", "8.9", 46068),
+    "10de:2bb1": ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "12.0", 97887),
+    "10de:2bb4": ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "12.0", 97887),
     "10de:2bb5": ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", 97887),
 }
+
+
+def unknown_pci_ids(gpu):
+    """The PCI ids (vendor:device, sorted) of a driverless host's GPUs that PCI_GPUS lacks."""
+    if not isinstance(gpu, dict) or (gpu.get("driver") or {}).get("loaded"):
+        return []
+    devices = [d for d in gpu.get("pci_devices") or [] if isinstance(d, dict)]
+    ids = {str(d.get("device_id", "")).lower() or "?" for d in devices}
+    return sorted(i for i in ids if i not in PCI_GPUS)
 
 
 def _from_pci(gpu):
@@ -255,7 +270,17 @@ def select(profiles, gpu):
         result = fit(doc, gpus)
         considered.append({"name": name, **result})
     chosen = next((c["name"] for c in considered if c["ok"]), None)
-    if gpus is None:
+    unknown = unknown_pci_ids(gpu) if gpus is None else []
+    if unknown:
+        message = (
+            "sglang_server_profile: auto picks a profile from the measured GPUs; no NVIDIA "
+            f"driver is loaded yet and the PCI id(s) {', '.join(unknown)} are not among the "
+            f"GPUs gpuhost knows without one ({', '.join(sorted(PCI_GPUS))}); allowed here: a "
+            "profile name "
+            f"({', '.join(c['name'] for c in considered) or 'none in the auto list'}) or '' "
+            "with sglang_server_model_id"
+        )
+    elif gpus is None:
         message = (
             "sglang_server_profile: auto picks a profile from the measured GPUs, and none was "
             "measured (no NVIDIA driver loaded and PCI ids not among the recorded GPUs, or no "

@@ -10,9 +10,15 @@ a user typed. Two kinds of checks:
   checked against Proxmox's own API schema (gpuhost_pve_schema, data/proxmox/), plus the
   passthrough rules Proxmox's schema cannot state (clique vs hidden=1, args being root-only).
 - api_errors(): against what the API reports (cluster resources, the node, the PCI
-  resource mappings), still before any change: unknown mappings, a clique on a mapping that
-  passes a whole slot instead of function .0, memory larger than the node, a vmid in use by
-  a VM this inventory does not manage.
+  resource mappings, storages, the running VMs' configs, the VM, its keeper, the template),
+  still before any change: unknown mappings or none on the node, a clique on a mapping that
+  passes a whole slot instead of function .0, memory or vCPUs larger than the node, a
+  storage missing or without VM images, a missing template, a device a running VM holds, a
+  vmid (or keeper vmid) held by a VM this inventory does not manage (vmid, name and tag
+  together), a model disk the spec would lose without proxmox_vm_destroy_model_disk.
+
+Each rule Proxmox applies, its source and the request at which Proxmox refuses:
+docs/proxmox.md and tests/test_pve_rules.py.
 """
 
 from __future__ import annotations
@@ -122,9 +128,53 @@ def keeper_name(v):
     return f"{v.get('proxmox_vm_name')}-model"
 
 
-def _err(var, value, problem, allowed=""):
+def _err(var, value, problem, allowed="", source=""):
     text = f"{var}={value!r}: {problem}"
-    return text + (f"; allowed: {allowed}" if allowed else "")
+    text += f"; allowed: {allowed}" if allowed else ""
+    return text + (f" [Proxmox: {source}]" if source else "")
+
+
+# Where each rule that Proxmox applies beyond its API schema comes from (docs/proxmox.md).
+SRC_Q35 = (
+    "qemu-server PVE/QemuServer/PCI.pm parse_hostpci_devices, 'q35 machine model is not enabled'"
+)
+SRC_VCPUS = (
+    "qemu-server PVE/QemuServer.pm config_to_command, 'MAX %d vcpus allowed per VM on this node'"
+)
+SRC_PCI_USE = (
+    "qemu-server PVE/QemuServer/PCI.pm reserve_pci_usage, "
+    "\"PCI device '%s' already in use by VMID '%d'\" (at start)"
+)
+SRC_STORAGE = (
+    "pve-storage PVE/Storage.pm storage_config/storage_check_enabled and qemu-server "
+    "PVE/API2/Qemu.pm check_storage_access, 'does not support vm images'"
+)
+SRC_CLONE = "qemu-server PVE/API2/Qemu.pm clone_vm (the source VM must exist)"
+SRC_MEMORY = "the node's memory (/nodes maxmem): passed-through GPUs pin all guest memory at start"
+SRC_VMID = "qemu-server PVE/API2/Qemu.pm create_vm/clone_vm, 'VM %d already exists'"
+_DISK_SLOT = re.compile(r"(scsi|virtio|sata|ide)\d+")
+# qemu-server PVE/QemuServer/Drive.pm $MAX_SCSI_DISKS, $MAX_VIRTIO_DISKS, $MAX_SATA_DISKS,
+# $MAX_IDE_DISKS: the schema defines scsi0-30, virtio0-15, sata0-5, ide0-3.
+_DISK_SLOTS = {"scsi": 31, "virtio": 16, "sata": 6, "ide": 4}
+_SIZE = re.compile(r"(?:^|,)size=(\d+(?:\.\d+)?)([KMGT]?)")
+
+
+def is_q35(machine):
+    """PVE/QemuServer/Machine.pm machine_type_is_q35: the machine type matches /q35/."""
+    return "q35" in str(machine or "")
+
+
+def _api_host_error(v):
+    host = str(v.get("proxmox_vm_api_host") or "")
+    if "://" in host or "/" in host:
+        return _err(
+            "proxmox_vm_api_host",
+            host,
+            "a URL: the Proxmox API is always https; give the host name or address only "
+            "(the port is proxmox_vm_api_port)",
+            "a host name or IP address, e.g. 192.0.2.10",
+        )
+    return None
 
 
 def spec_errors(v, facts):
@@ -136,7 +186,20 @@ def spec_errors(v, facts):
     for var in ("proxmox_vm_api_host", "proxmox_vm_node", "proxmox_vm_name"):
         if not v.get(var):
             errors.append(_err(var, v.get(var), "must be set"))
+    bad_host = _api_host_error(v) if v.get("proxmox_vm_api_host") else None
+    if bad_host:
+        errors.append(bad_host)
     token = bool(v.get("proxmox_vm_api_token_id"))
+    if token and not v.get("proxmox_vm_api_token_secret"):
+        errors.append(
+            _err(
+                "proxmox_vm_api_token_secret",
+                "",
+                f"empty, but proxmox_vm_api_token_id={v.get('proxmox_vm_api_token_id')!r} is "
+                "set: put the secret in Ansible Vault or GPUHOST_PROXMOX_TOKEN_SECRET; the API "
+                "was not contacted",
+            )
+        )
     if not token and not v.get("proxmox_vm_api_password"):
         errors.append(
             _err(
@@ -180,6 +243,22 @@ def spec_errors(v, facts):
         errors.append(
             _err("proxmox_vm_gpu_clique", True, "a P2P clique needs two GPUs or more", "false")
         )
+    if (
+        gpus
+        and _bool(v.get("proxmox_vm_gpu_pcie", True))
+        and not is_q35(v.get("proxmox_vm_machine"))
+    ):
+        errors.append(
+            _err(
+                "proxmox_vm_machine",
+                v.get("proxmox_vm_machine"),
+                "proxmox_vm_gpu_pcie passes the GPUs as PCIe (pcie=1), which Proxmox refuses at "
+                "start on a machine type that is not q35",
+                "q35 (or pc-q35-<version>), or proxmox_vm_gpu_pcie: false",
+                SRC_Q35,
+            )
+        )
+    errors.extend(_model_disk_shape_errors(v, facts))
     hugepages = str(v.get("proxmox_vm_hugepages") or "")
     if hugepages and not _bool(v.get("proxmox_vm_numa", False)):
         errors.append(
@@ -214,6 +293,43 @@ def spec_errors(v, facts):
         )
     errors.extend(_schema_errors(v, facts))
     return errors
+
+
+def _model_disk_shape_errors(v, facts):
+    disk = v.get("proxmox_vm_model_disk")
+    if not isinstance(disk, dict):
+        return [_err("proxmox_vm_model_disk", disk, "not a dict", "{slot, storage, size_gib}")]
+    size = disk.get("size_gib")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return [
+            _err("proxmox_vm_model_disk.size_gib", size, "not a size in GiB", "0 (none) or more")
+        ]
+    if not size:
+        return []
+    slot = str(disk.get("slot") or "")
+    match = _DISK_SLOT.fullmatch(slot)
+    if not match or int(slot[len(match.group(1)) :]) >= _DISK_SLOTS[match.group(1)]:
+        return [
+            _err(
+                "proxmox_vm_model_disk.slot",
+                slot,
+                "not a VM disk slot",
+                "scsi0-30, virtio0-15, sata0-5, ide0-3",
+            )
+        ]
+    value = f"{disk.get('storage')}:{size}"
+    refused = schema.check_params(
+        facts, CONFIG_PATH, "POST", {"node": "n", "vmid": "100", slot: value}
+    )
+    return [
+        _err(
+            "proxmox_vm_model_disk.slot" if key == slot else f"proxmox_vm_model_disk({key})",
+            disk.get("slot") if key == slot else value,
+            f"Proxmox's API schema refuses {key}={value!r}: {message.strip()}",
+            "scsi0-30, virtio0-15, sata0-5, ide0-3" if key == slot else "",
+        )
+        for key, message in sorted(refused.items())
+    ]
 
 
 # Which variable a config key comes from, for the error message.
@@ -266,8 +382,23 @@ def efidisk0(v):
 
 
 def api_errors(v, api):
-    """Refusals from what the API reports. api: {vms: [cluster/resources type=vm entries],
-    node: /nodes entry of proxmox_vm_node or None, mappings: /cluster/mapping/pci list}."""
+    """Every refusal from the node's live state, before anything changes (a rebuild: before
+    the drain and the destroy). api (plugins/modules/proxmox_facts.py): {vms: cluster/
+    resources type=vm entries, node: the /nodes entry of proxmox_vm_node or None, mappings:
+    /cluster/mapping/pci, storages: cluster/resources type=storage entries, configs: {vmid:
+    config} of the running VMs on the node, current: the VM's config or None, keeper: the
+    keeper VM's config or None, template: the template's config or None, purpose: create,
+    rebuild or destroy}. A destroy checks only which VM it destroys and the model disk."""
+    purpose = api.get("purpose", "create")
+    errors = _identity_errors(v, api) + _model_disk_errors(v, api)
+    if purpose == "destroy":
+        return errors
+    errors += _base_api_errors(v, api)
+    errors += _node_errors(v, api, clone=purpose == "rebuild" or not api.get("current"))
+    return errors
+
+
+def _base_api_errors(v, api):
     errors = []
     node_name = v.get("proxmox_vm_node")
     node = api.get("node")
@@ -285,34 +416,6 @@ def api_errors(v, api):
                     f"<= {maxmem // (1024 * 1024)}",
                 )
             )
-    vmid = v.get("proxmox_vm_vmid")
-    tag = v.get("proxmox_vm_managed_tag")
-    for vm in api.get("vms") or []:
-        if int(vm.get("vmid", -1)) != vmid:
-            continue
-        tags = re.split(r"[;, ]+", vm.get("tags") or "")
-        if vm.get("name") != v.get("proxmox_vm_name") or tag not in tags:
-            errors.append(
-                _err(
-                    "proxmox_vm_vmid",
-                    vmid,
-                    f"in use by VM {vm.get('name')!r} on {vm.get('node')} that this inventory "
-                    f"does not manage (a managed VM has name {v.get('proxmox_vm_name')!r} and "
-                    f"tag {tag!r}); pick a free vmid",
-                )
-            )
-    keeper = keeper_vmid(v)
-    for vm in api.get("vms") or []:
-        if int(vm.get("vmid", -1)) != keeper or vm.get("name") == keeper_name(v):
-            continue
-        errors.append(
-            _err(
-                "proxmox_vm_model_keeper_vmid",
-                keeper,
-                f"in use by VM {vm.get('name')!r}; the model disk keeper is a VM named "
-                f"{keeper_name(v)!r} (0 = proxmox_vm_vmid + 100000)",
-            )
-        )
     mappings = {m.get("id"): m for m in api.get("mappings") or []}
     clique = _bool(v.get("proxmox_vm_gpu_clique", False))
     for i, gpu in enumerate(v.get("proxmox_vm_gpus") or []):
@@ -344,6 +447,281 @@ def api_errors(v, api):
                     f"maps {', '.join(paths)}: with proxmox_vm_gpu_clique every GPU must be "
                     "passed as its function .0 (a whole slot becomes hostpciN.0/.1 and the "
                     "clique's `-set device.hostpciN` names no device); map <slot>.0",
+                )
+            )
+    return errors
+
+
+def _tags(text):
+    return [t for t in re.split(r"[;, ]+", text or "") if t]
+
+
+def _identity_errors(v, api):
+    """The VM is identified by vmid, name and tag together (a vmid held by another VM is
+    never touched), and so is its keeper."""
+    errors = []
+    vmid = v.get("proxmox_vm_vmid")
+    tag = v.get("proxmox_vm_managed_tag")
+    for vm in api.get("vms") or []:
+        if int(vm.get("vmid", -1)) != vmid:
+            continue
+        if vm.get("name") != v.get("proxmox_vm_name") or tag not in _tags(vm.get("tags")):
+            errors.append(
+                _err(
+                    "proxmox_vm_vmid",
+                    vmid,
+                    f"in use by VM {vm.get('name')!r} on {vm.get('node')} that this inventory "
+                    f"does not manage (a managed VM has name {v.get('proxmox_vm_name')!r} and "
+                    f"tag {tag!r}); pick a free vmid",
+                )
+            )
+    keeper = keeper_vmid(v)
+    for vm in api.get("vms") or []:
+        if int(vm.get("vmid", -1)) != keeper:
+            continue
+        if vm.get("name") == keeper_name(v) and tag in _tags(vm.get("tags")):
+            continue
+        errors.append(
+            _err(
+                "proxmox_vm_model_keeper_vmid",
+                keeper,
+                f"in use by VM {vm.get('name')!r}; the model disk keeper is a VM named "
+                f"{keeper_name(v)!r} with tag {tag!r} (0 = proxmox_vm_vmid + 100000)",
+            )
+        )
+    return errors
+
+
+def _storage_errors(v, api):
+    node = v.get("proxmox_vm_node")
+    want = []
+    if v.get("proxmox_vm_bios") == "ovmf" and v.get("proxmox_vm_efidisk_storage"):
+        want.append(("proxmox_vm_efidisk_storage", v["proxmox_vm_efidisk_storage"]))
+    disk = v.get("proxmox_vm_model_disk") or {}
+    if int(disk.get("size_gib") or 0) > 0:
+        want.append(("proxmox_vm_model_disk.storage", disk.get("storage")))
+    if v.get("proxmox_vm_clone_storage"):
+        want.append(("proxmox_vm_clone_storage", v["proxmox_vm_clone_storage"]))
+    on_node = {s.get("storage"): s for s in api.get("storages") or [] if s.get("node") == node}
+    errors = []
+    for var, name in want:
+        entry = on_node.get(name)
+        usable = sorted(
+            k
+            for k, s in on_node.items()
+            if "images" in str(s.get("content", "")).split(",") and s.get("status") == "available"
+        )
+        allowed = ", ".join(usable) or "(none on this node)"
+        if entry is None:
+            problem = f"no storage {name!r} on node {node}"
+        elif entry.get("status") != "available":
+            problem = f"storage {name!r} is not available on node {node} ({entry.get('status')})"
+        elif "images" not in str(entry.get("content", "")).split(","):
+            problem = f"storage {name!r} does not hold VM disks (content {entry.get('content')!r})"
+        else:
+            continue
+        errors.append(_err(var, name, problem, allowed, SRC_STORAGE))
+    return errors
+
+
+def _hostpci_users(api, node, gpu, paths, own):
+    """Running VMs on node (other than own) whose hostpci names the mapping or its device."""
+    users = []
+    for vmid, cfg in sorted((api.get("configs") or {}).items()):
+        if int(vmid) in own:
+            continue
+        for key, value in sorted((cfg or {}).items()):
+            if not re.fullmatch(r"hostpci\d+", key):
+                continue
+            dev = schema.parse_property_string(str(value), "host")
+            host = str(dev.get("host") or "").lower()
+            host = host if host.count(":") >= 2 or not host else "0000:" + host
+            if dev.get("mapping") == gpu or any(
+                h and (p.lower() == h or p.lower().startswith(h + ".") or h.startswith(p.lower()))
+                for p in paths
+                for h in host.split(";")
+            ):
+                users.append(int(vmid))
+    return users
+
+
+def _node_errors(v, api, clone):
+    """What qemu-server checks at create or start against the node's live state."""
+    errors = []
+    node = api.get("node") or {}
+    name = v.get("proxmox_vm_node")
+    maxcpu = int(node.get("maxcpu") or 0)
+    try:
+        vcpus = int(v.get("proxmox_vm_sockets") or 1) * int(v.get("proxmox_vm_cores") or 1)
+    except (TypeError, ValueError):
+        vcpus = 0
+    if maxcpu and vcpus > maxcpu:
+        errors.append(
+            _err(
+                "proxmox_vm_cores",
+                v.get("proxmox_vm_cores"),
+                f"proxmox_vm_sockets x proxmox_vm_cores = {vcpus} vCPUs, more than node {name} "
+                f"has ({maxcpu}); Proxmox refuses the start",
+                f"sockets x cores <= {maxcpu}",
+                SRC_VCPUS,
+            )
+        )
+    errors += _storage_errors(v, api)
+    vmid, keeper = v.get("proxmox_vm_vmid"), keeper_vmid(v)
+    for vm in api.get("vms") or []:
+        if vm.get("name") == v.get("proxmox_vm_name") and int(vm.get("vmid", -1)) != vmid:
+            errors.append(
+                _err(
+                    "proxmox_vm_name",
+                    v.get("proxmox_vm_name"),
+                    f"also the name of VM {vm.get('vmid')} on {vm.get('node')}: the VM is "
+                    "identified by vmid, name and tag together; pick a unique name",
+                )
+            )
+    if clone:
+        errors += _template_errors(v, api)
+    mappings = {m.get("id"): m for m in api.get("mappings") or []}
+    for i, gpu in enumerate(v.get("proxmox_vm_gpus") or []):
+        paths = [
+            entry.get("path", "")
+            for entry in (
+                schema.parse_property_string(m) for m in (mappings.get(gpu) or {}).get("map") or []
+            )
+            if entry.get("node") == name
+        ]
+        users = _hostpci_users(api, name, gpu, paths, {vmid, keeper})
+        if users:
+            errors.append(
+                _err(
+                    f"proxmox_vm_gpus[{i}]",
+                    gpu,
+                    f"its device ({', '.join(paths) or '?'}) is in use by running VM "
+                    f"{', '.join(map(str, users))} on {name}; Proxmox refuses the start",
+                    "a mapping no running VM on the node uses, or stop that VM first",
+                    SRC_PCI_USE,
+                )
+            )
+    return errors
+
+
+def _template_errors(v, api):
+    want = v.get("proxmox_vm_template")
+    found = [vm for vm in api.get("vms") or [] if vm.get("name") == want]
+    templates = sorted(str(vm.get("name")) for vm in api.get("vms") or [] if vm.get("template"))
+    allowed = ", ".join(templates) or "(no template in the cluster)"
+    if not found:
+        return [
+            _err(
+                "proxmox_vm_template", want, "no VM of that name in the cluster", allowed, SRC_CLONE
+            )
+        ]
+    if len(found) > 1:
+        ids = ", ".join(str(vm.get("vmid")) for vm in found)
+        return [_err("proxmox_vm_template", want, f"the name of several VMs ({ids})", allowed)]
+    if not int(found[0].get("template") or 0):
+        return [
+            _err(
+                "proxmox_vm_template",
+                want,
+                f"VM {found[0].get('vmid')} is not a template (a rebuild would clone a live VM)",
+                allowed,
+            )
+        ]
+    disk = v.get("proxmox_vm_model_disk") or {}
+    slot = disk.get("slot")
+    if int(disk.get("size_gib") or 0) > 0 and slot in (api.get("template") or {}):
+        return [
+            _err(
+                "proxmox_vm_model_disk.slot",
+                slot,
+                f"the template {want!r} already has a disk there ({api['template'][slot]})",
+                "a slot the template leaves free",
+            )
+        ]
+    return []
+
+
+def _size_gib(value):
+    match = _SIZE.search(str(value))
+    if not match:
+        return None
+    scale = {"": 1 / 1024**3, "K": 1 / 1024**2, "M": 1 / 1024, "G": 1, "T": 1024}[match.group(2)]
+    return float(match.group(1)) * scale
+
+
+def _data_disks(config, template):
+    """{slot: value} of the disks on a VM that the template did not bring (the model disk)."""
+    return {
+        k: val
+        for k, val in (config or {}).items()
+        if _DISK_SLOT.fullmatch(k)
+        and k not in (template or {})
+        and "media=cdrom" not in str(val)
+        and "cloudinit" not in str(val)
+    }
+
+
+def _model_disk_errors(v, api):
+    """A spec change never loses the model disk: when the disk that exists (on the VM or
+    parked on its keeper) cannot be kept as the spec says, refuse naming the field, unless
+    proxmox_vm_destroy_model_disk (--delete-model-disk) says to destroy it."""
+    if _bool(v.get("proxmox_vm_destroy_model_disk", False)):
+        return []
+    disk = v.get("proxmox_vm_model_disk") or {}
+    size = int(disk.get("size_gib") or 0) if isinstance(disk.get("size_gib"), int) else 0
+    slot, storage = disk.get("slot"), disk.get("storage")
+    template = api.get("template")
+    if template is None:
+        template = {"scsi0": "", "efidisk0": ""}
+    errors = []
+    for where, cfg in (("the VM", api.get("current")), ("its keeper VM", api.get("keeper"))):
+        have = _data_disks(cfg, template)
+        if not have:
+            continue
+        listed = ", ".join(f"{k}: {x}" for k, x in sorted(have.items()))
+        hint = "or pass --delete-model-disk (proxmox_vm_destroy_model_disk) to destroy it"
+        if not size:
+            errors.append(
+                _err(
+                    "proxmox_vm_model_disk.size_gib",
+                    0,
+                    f"{where} has a model disk ({listed}) "
+                    f"that size 0 would destroy; set its size, {hint}",
+                )
+            )
+            continue
+        if slot not in have:
+            errors.append(
+                _err(
+                    "proxmox_vm_model_disk.slot",
+                    slot,
+                    f"{where} has its model disk on {', '.join(sorted(have))}; a rebuild keeps a "
+                    f"disk only on the same slot: set the slot back, {hint}",
+                    ", ".join(sorted(have)),
+                )
+            )
+            continue
+        value = str(have[slot])
+        on = value.split(":", 1)[0]
+        if on != storage:
+            errors.append(
+                _err(
+                    "proxmox_vm_model_disk.storage",
+                    storage,
+                    f"the model disk of {where} is on storage {on!r}; keeping it keeps its "
+                    f"storage: set it back, {hint}",
+                    on,
+                )
+            )
+        gib = _size_gib(value)
+        if gib is not None and abs(gib - size) > 0.01:
+            errors.append(
+                _err(
+                    "proxmox_vm_model_disk.size_gib",
+                    size,
+                    f"the model disk of {where} is {gib:g} GiB; a kept disk keeps its size: "
+                    f"set it back (grow it on the node with qm disk resize first), {hint}",
+                    f"{gib:g}",
                 )
             )
     return errors

@@ -128,8 +128,13 @@ def choose_python(
     install_dir: str,
     managed_python: str = "",
     managed_version: str = "",
+    os_name: str = "",
 ) -> dict[str, Any]:
     """Which interpreter the venv is built from, and why; `error` is "" or the message.
+
+    The one rule of whether the host's Python can run the lock: role python_env applies it
+    to its probe (filter python_env_choice) and stops; role preflight applies it before any
+    change, through python_fit_finding (module python_env_fit), and its gate stops there.
 
     source         python_env_python_source: system or managed
     system_python  python_env_python; host_version is what it reported ("" = does not run)
@@ -137,7 +142,8 @@ def choose_python(
     managed_*      the uv-managed X.Y interpreter already under install_dir, if any
     Returns {source, version (X.Y the venv must run), python (path; "" while uv still has to
     install it), python_version (full, when known), install (uv python install needed),
-    install_dir, reason, error}.
+    install_dir, reason, error}. os_name (the host's PRETTY_NAME), when given, is named in
+    the error.
     """
     choice = {
         "source": source,
@@ -158,8 +164,9 @@ def choose_python(
         choice.update(python=system_python, python_version=host_version)
         if not host_version:
             wanted = f"a Python {lock_python}" if lock_python else "a Python"
+            where = f" ({os_name})" if os_name else ""
             choice["error"] = (
-                f"python_env_python: {system_python} does not run on this host; allowed: "
+                f"python_env_python: {system_python} does not run on this host{where}; allowed: "
                 f"{wanted} interpreter, or python_env_python_source: managed (uv installs "
                 f"Python {lock_python or 'of the lock'} under {install_dir})"
             )
@@ -169,8 +176,9 @@ def choose_python(
             # A lock holds wheels for one Python; on another (Debian 13's 3.13 with the 3.11
             # locks) some have no wheel (outlines-core, pinned by sglang 0.5.10.post1, has no
             # cp313 build), and the role never builds from source (--no-build).
+            on = f" on {os_name}" if os_name else ""
             choice["error"] = (
-                f"python_env_python: {system_python} is Python {host_version}, but the lock "
+                f"python_env_python: {system_python} is Python {host_version}{on}, but the lock "
                 f"{lock_name} was resolved for Python {lock_python} and not every package in it "
                 f"has a wheel for {host}; allowed: python_env_python_source: managed (uv "
                 f"installs Python {lock_python} under {install_dir}), python_env_python "
@@ -203,6 +211,41 @@ def choose_python(
             f"{install_dir} ({host})"
         )
     return choice
+
+
+# How module python_env_fit asks an interpreter its version: -I -S, no site-packages and no
+# .pth hooks run (as python_env_probe does).
+PYTHON_VERSION_ARGV = ("-I", "-S", "-c", "import platform; print(platform.python_version())")
+
+
+def python_fit_finding(
+    source: str,
+    system_python: str,
+    host_version: str,
+    lock_python: str | None,
+    lock_name: str,
+    install_dir: str,
+    os_name: str = "",
+) -> dict[str, str]:
+    """choose_python as a preflight finding (docs/facts.md: {check, status, message, fix}):
+    fail when role python_env would stop on this host, before anything is installed.
+
+    The managed interpreter is not looked for here: with python_env_python_source: managed
+    uv installs the lock's Python in the runtime stage, which is no reason to stop."""
+    choice = choose_python(
+        source, system_python, host_version, lock_python, lock_name, install_dir, os_name=os_name
+    )
+    check = "python_env.python"
+    if not choice["error"]:
+        return {"check": check, "status": "pass", "message": choice["reason"], "fix": ""}
+    fix = ""
+    if source == "system" and lock_python:
+        fix = (
+            f"set python_env_python_source: managed (inventory group_vars or host_vars): uv "
+            f"installs Python {lock_python} under {install_dir} and the venv is built from it; "
+            f"the distro's Python stays as it is"
+        )
+    return {"check": check, "status": "fail", "message": choice["error"], "fix": fix}
 
 
 def python_install_command(

@@ -1,11 +1,12 @@
 """`gpuhost rebuild` and `gpuhost vm create|destroy`: GPU VMs on Proxmox (issue 13).
 
 rebuild runs playbooks/rebuild.yml for each VM of group proxmox_vms that --limit matches,
-one VM at a time, stopping at the first failure: node checks, drain from the routers,
+one VM at a time, stopping at the first failure: the spec against Proxmox's rules and the
+cluster's live state (read-only, docs/proxmox.md), node checks, drain from the routers,
 destroy (the model disk is parked on its keeper VM), assert gone, create, boot, wait for
 SSH, the whole site.yml, verify, re-add to the routers. It asks before destroying anything
-unless --yes. Each run record (runs/<ts>/report.json) gets `stage_times`, read from the
-run's job events.
+unless --yes. The model disk is kept unless --delete-model-disk. Each run record
+(runs/<ts>/report.json) gets `stage_times`, read from the run's job events.
 
 Secrets: the Proxmox token secret comes from Vault or GPUHOST_PROXMOX_TOKEN_SECRET in the
 environment; --vault-password-file and --ask-vault-pass reach ansible-playbook through the
@@ -37,6 +38,8 @@ VM_GROUP = "proxmox_vms"
 
 # Stages of playbooks/rebuild.yml, by the task or play that starts each (in order).
 _STAGE_STARTS = [
+    ("spec checks", "Check the VM spec against Proxmox and the cluster before anything changes"),
+    ("node reachable", "Reach the Proxmox node over SSH"),
     ("host checks", "Check the Proxmox node's passthrough setup (read-only, as root on the node)"),
     ("drain", "Drain this worker from the routers"),
     ("destroy", "Destroy the VM, keeping its model disk"),
@@ -69,17 +72,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-y", "--yes", action="store_true", help="do not ask before destroying")
     parser.add_argument("--json", action="store_true", help="print report.json, no table")
     parser.add_argument("-v", "--verbose", action="count", default=0)
+    parser.add_argument(
+        "--delete-model-disk",
+        action="store_true",
+        help="rebuild, vm destroy: destroy the model disk too (proxmox_vm_destroy_model_disk); "
+        "a rebuild then makes a new empty one, so a change of its slot, storage or size is "
+        "allowed; default: keep it",
+    )
     add_vault_arguments(parser)
 
 
 def vm_add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["create", "destroy"])
     add_arguments(parser)
-    parser.add_argument(
-        "--delete-model-disk",
-        action="store_true",
-        help="destroy: destroy the model disk too (default: keep it for the next create)",
-    )
 
 
 def select_vms(inventories: list[Path], limit: str) -> list[str]:
@@ -87,16 +92,31 @@ def select_vms(inventories: list[Path], limit: str) -> list[str]:
     return inventory.hosts_in_group(inventories, VM_GROUP, limit)
 
 
-def _confirm(ctx: Context, verb: str, vms: list[str], assume_yes: bool) -> None:
+def confirmation_text(verb: str, vms: list[str], delete_model_disk: bool) -> str:
+    names = ", ".join(vms)
+    if verb == "rebuild":
+        disk = (
+            "its model disk is destroyed too (--delete-model-disk): models are downloaded again"
+            if delete_model_disk
+            else "the model disk is kept"
+        )
+        return f"This destroys and re-creates: {names} ({disk})."
+    if delete_model_disk:
+        return f"This destroys: {names}, and its model disk (--delete-model-disk)."
+    return f"This destroys: {names} (the model disk is kept)."
+
+
+def _confirm(
+    ctx: Context, verb: str, vms: list[str], assume_yes: bool, delete_model_disk: bool = False
+) -> None:
     if assume_yes:
         return
     if not sys.stdin.isatty():
-        raise GpuhostError(f"{verb} {', '.join(vms)} needs confirmation: pass --yes", EXIT_USAGE)
-    ctx.err.print(
-        Text(f"This destroys and re-creates: {', '.join(vms)} (the model disk is kept).")
-        if verb == "rebuild"
-        else Text(f"This destroys: {', '.join(vms)}.")
-    )
+        disk = " and its model disk" if delete_model_disk else ""
+        raise GpuhostError(
+            f"{verb} {', '.join(vms)}{disk} needs confirmation: pass --yes", EXIT_USAGE
+        )
+    ctx.err.print(Text(confirmation_text(verb, vms, delete_model_disk)))
     answer = input("Type 'yes' to go on: ")
     if answer.strip() != "yes":
         raise GpuhostError("nothing done", EXIT_USAGE)
@@ -166,9 +186,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     vms = select_vms(inventories, args.limit)
     if not vms:
         raise GpuhostError(f"no host of group {VM_GROUP} matches --limit {args.limit}", EXIT_USAGE)
-    _confirm(ctx, "rebuild", vms, args.yes)
+    _confirm(ctx, "rebuild", vms, args.yes, args.delete_model_disk)
     _vault_env(args, ctx)
     extra, files = parse_extra_vars(args.extra_vars)
+    if args.delete_model_disk:
+        extra["proxmox_vm_destroy_model_disk"] = True
     code = 0
     for vm in vms:
         report = _run_one(ctx, args, "playbooks/rebuild.yml", "rebuild", vm, extra, files)
@@ -190,7 +212,7 @@ def vm_run(args: argparse.Namespace, ctx: Context) -> int:
     if not vms:
         raise GpuhostError(f"no host of group {VM_GROUP} matches --limit {args.limit}", EXIT_USAGE)
     if args.action == "destroy":
-        _confirm(ctx, "destroy", vms, args.yes)
+        _confirm(ctx, "destroy", vms, args.yes, args.delete_model_disk)
     _vault_env(args, ctx)
     extra, files = parse_extra_vars(args.extra_vars)
     if args.action == "destroy" and args.delete_model_disk:

@@ -121,9 +121,10 @@ def _event_files(run_dir: Path) -> list[Path]:
     return sorted(files, key=order)
 
 
-# role verify's decision (roles/verify/tasks/preflight.yml): false when the server's unit is
-# absent and verify_when_no_server is skip, so nothing was verified on that host.
-SERVER_INSTALLED_FACT = "_verify_server_installed"
+# role verify's public decision (roles/verify/tasks/preflight.yml, roles/verify/README.md):
+# false when the server's unit is absent and verify_when_no_server is skip, so nothing was
+# verified on that host.
+SERVER_INSTALLED_FACT = "verify_server_installed"
 
 
 def hosts_without_server(run_dir: Path) -> list[str]:

@@ -74,6 +74,38 @@ _PRIV_OF = {
 }
 
 
+# How many of each indexed VM option qemu-server defines (hostpci0-15, scsi0-30, ...): its
+# schema has one key per index, which data/proxmox/ keeps as one `name[n]` entry. From
+# qemu-server PVE/QemuServer/PCI.pm ($MAX_HOSTPCI_DEVICES), PVE/QemuServer/Drive.pm
+# ($MAX_SCSI_DISKS, $MAX_VIRTIO_DISKS, $MAX_SATA_DISKS, $MAX_IDE_DISKS), PVE/QemuServer.pm
+# ($MAX_NETS, $MAX_SERIAL_PORTS) and PVE/QemuServer/Memory.pm ($MAX_NUMA).
+_INDEX_LIMITS = {
+    "hostpci": 16,
+    "scsi": 31,
+    "virtio": 16,
+    "sata": 6,
+    "ide": 4,
+    "net": 32,
+    "ipconfig": 32,
+    "serial": 4,
+    "numa": 8,
+}
+
+
+def _index_errors(params):
+    """PVE::JSONSchema's refusal of a key the schema does not define (hostpci16, scsi31)."""
+    out = {}
+    for key in params:
+        match = re.fullmatch(r"([a-z]+)(\d+)", key)
+        limit = _INDEX_LIMITS.get(match.group(1)) if match else None
+        if limit is not None and int(match.group(2)) >= limit:
+            out[key] = (
+                "property is not defined in schema and the schema does not allow "
+                "additional properties"
+            )
+    return out
+
+
 def make_cert(directory):
     """A self-signed certificate for 127.0.0.1 (cryptography ships with ansible-core)."""
     from cryptography import x509
@@ -154,6 +186,11 @@ def default_state():
                 "status": "running",
                 "config": {"name": "db", "memory": "4096", "cores": "2"},
             },
+        },
+        # storage.cfg: id -> the nodes it is enabled on and its content types
+        "storages": {
+            "local-lvm": {"nodes": ["pve1"], "content": ["images", "rootdir"], "disable": False},
+            "local": {"nodes": ["pve1"], "content": ["iso", "vztmpl", "backup"], "disable": False},
         },
         "volumes": {},
         # API tokens: "user@realm!name" -> secret and the privileges it holds on /
@@ -290,6 +327,7 @@ class PveStandin:
             raise ApiError(501, f"Method '{method} {api_path}' not implemented")
         entry["template"] = template
         errors = schema.check_params(self.facts, template, method, dict(params, **values))
+        errors.update(_index_errors(params) if template.startswith("/nodes/{node}/qemu") else {})
         if errors:
             raise ApiError(400, "Parameter verification failed.", errors)
         if template == "/access/ticket":
@@ -361,6 +399,21 @@ class PveStandin:
             )
         if params.get("type") in (None, "vm"):
             return out
+        if params.get("type") == "storage":
+            return [
+                {
+                    "id": f"storage/{node}/{sid}",
+                    "type": "storage",
+                    "storage": sid,
+                    "node": node,
+                    "content": ",".join(cfg["content"]),
+                    "status": "available" if not cfg.get("disable") else "unknown",
+                    "plugintype": "lvmthin",
+                    "shared": 0,
+                }
+                for sid, cfg in self.state["storages"].items()
+                for node in cfg["nodes"]
+            ]
         return [] if params.get("type") != "node" else self._nodes(auth, values, params)
 
     def _mappings_visible(self, auth):
@@ -447,7 +500,28 @@ class PveStandin:
         rest = [p for p in parts[1:] if not p.startswith("size=")]
         return ",".join([f"{storage}:{name}", *rest, f"size={size_text}"])
 
+    def _check_storage(self, storeid, node, images=True):
+        """pve-storage PVE/Storage.pm storage_config ('storage '%s' does not exist') and
+        storage_check_enabled ('storage '%s' is not available on node '%s''), then qemu-server
+        PVE/API2/Qemu.pm check_storage_access: a disk needs content type images."""
+        store = self.state["storages"].get(storeid)
+        if store is None:
+            raise ApiError(500, f"storage '{storeid}' does not exist")
+        if store.get("disable") or node not in store["nodes"]:
+            raise ApiError(500, f"storage '{storeid}' is not available on node '{node}'")
+        if images and "images" not in store["content"]:
+            raise ApiError(
+                400,
+                "Parameter verification failed.",
+                {"storage": f"storage '{storeid}' does not support vm images"},
+            )
+
     def _apply(self, vmid, vm, params):
+        for key, value in params.items():
+            if _DISK.fullmatch(key) and "import-from" not in str(value):
+                match = re.fullmatch(r"([A-Za-z][\w.-]*):(\d+(?:\.\d+)?)", str(value).split(",")[0])
+                if match:
+                    self._check_storage(match.group(1), vm["node"])
         cfg = vm["config"]
         for key in re.split(r"[,; ]+", params.get("delete", "")):
             if key:
@@ -521,10 +595,87 @@ class PveStandin:
         threading.Thread(target=run, daemon=True).start()
         return upid
 
+    def _start_refusal(self, vmid, vm):
+        """What qemu-server's start task dies with before QEMU runs (or QEMU itself), from
+        Proxmox's code, written here independently of the project's checks:
+        - PVE/QemuServer.pm config_to_command: sockets x cores above the host's CPUs,
+          "MAX %d vcpus allowed per VM on this node";
+        - PVE/QemuServer/PCI.pm (hostpci parsing for the command line): pcie=1 on a machine
+          that is not q35 (machine_type_is_q35: /q35/), "q35 machine model is not enabled";
+          a mapping with no device on this node, "PCI device mapping not found for '%s'";
+        - PVE/QemuServer/PCI.pm reserve_pci_usage: a device a running VM holds,
+          "PCI device '%s' already in use by VMID '%s'";
+        - PVE/QemuServer/Memory.pm (memory part of the command line): hugepages without
+          numa, "numa needs to be enabled to use hugepages";
+        - QEMU: with passed-through devices all guest memory is pinned; more than the node
+          has fails the start, "start failed: QEMU exited with code 1"."""
+        cfg, node = vm["config"], self.state["nodes"][vm["node"]]
+        vcpus = int(cfg.get("sockets", 1)) * int(cfg.get("cores", 1))
+        if vcpus > node["maxcpu"]:
+            return f"MAX {node['maxcpu']} vcpus allowed per VM on this node"
+        if cfg.get("hugepages") and str(cfg.get("numa", "0")).lower() not in ("1", "true", "on"):
+            # Proxmox's die has no newline, so Perl adds " at .../Memory.pm line N."
+            return "numa needs to be enabled to use hugepages at PVE/QemuServer/Memory.pm"
+        devices = self._pci_paths(vm)
+        if isinstance(devices, str):
+            return devices
+        pcie = [
+            key
+            for key, value in sorted(cfg.items())
+            if re.fullmatch(r"hostpci\d+", key)
+            and schema.parse_property_string(value, "host").get("pcie") in ("1", "on", "true")
+        ]
+        if pcie and "q35" not in cfg.get("machine", ""):
+            return (
+                "q35 machine model is not enabled at "
+                "/usr/share/perl5/PVE/QemuServer/PCI.pm line 514."
+            )
+        for other_id, other in sorted(self.state["vms"].items()):
+            if other_id == str(int(vmid)) or other["status"] != "running":
+                continue
+            if other["node"] != vm["node"]:
+                continue
+            held = self._pci_paths(other)
+            for path in devices:
+                if not isinstance(held, str) and path in held:
+                    return f"PCI device '{path}' already in use by VMID '{other_id}'"
+        if devices and int(cfg.get("memory", 512)) * 1024 * 1024 > node["maxmem"]:
+            return "start failed: QEMU exited with code 1"
+        return None
+
+    def _pci_paths(self, vm):
+        """The host PCI paths of a VM's hostpciN (mappings resolved on its node), or the
+        message a start dies with for a mapping that has no device there."""
+        paths = []
+        for key, value in sorted(vm["config"].items()):
+            if not re.fullmatch(r"hostpci\d+", key):
+                continue
+            dev = schema.parse_property_string(value, "host")
+            if dev.get("mapping"):
+                found = [
+                    entry.get("path", "")
+                    for m in self.state["mappings"]
+                    if m["id"] == dev["mapping"]
+                    for entry in (schema.parse_property_string(x) for x in m["map"])
+                    if entry.get("node") == vm["node"]
+                ]
+                if not found:
+                    return f"PCI device mapping not found for '{dev['mapping']}'"
+                paths += found
+            elif dev.get("host"):
+                host = dev["host"]
+                paths += [host if host.count(":") >= 2 else "0000:" + host]
+        return paths
+
     def _vm_start(self, auth, values, params):
         vm = self._vm(values)
         if vm.get("template"):
             raise ApiError(500, "you can't start a vm if it's a template")
+        if vm["status"] != "running":
+            refusal = self._start_refusal(values["vmid"], vm)
+            if refusal:
+                # the API answers with the task; the task fails and the VM stays stopped
+                return self._task(values["node"], "qmstart", values["vmid"], auth, refusal)
         upid = self._task(values["node"], "qmstart", values["vmid"], auth)
         if vm["status"] == "running":
             return upid
@@ -569,6 +720,8 @@ class PveStandin:
         newid = str(int(params["newid"]))
         if newid in self.state["vms"]:
             raise ApiError(500, f"unable to create VM {newid}: config file already exists")
+        if params.get("storage"):
+            self._check_storage(params["storage"], values["node"])
         cfg = {}
         for key, value in src["config"].items():
             if key == "template":
