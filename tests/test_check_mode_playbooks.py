@@ -16,7 +16,8 @@ run, plus no service account, no /etc/gpuhost, no /opt/gpuhost, no unit):
 
 Not run here, and why:
 
-- the stages site.yml imports (preflight, host, runtime, serve, metrics, verify, and
+- the stages site.yml imports (preflight, host, runtime, serve, router, metrics (on, the
+  host also in monitoring), verify, and
   validate, which every playbook imports) run inside the site.yml runs above; verify.yml
   also runs on its own (its default verify_when_no_server: fail differs from site.yml's);
 - playbooks/vm.yml, vm_destroy.yml, rebuild.yml: they need a Proxmox API (group
@@ -24,9 +25,6 @@ Not run here, and why:
   tests/test_proxmox_rebuild.py runs them against the Proxmox stand-in;
 - playbooks/rollback.yml runs and must fail: a blank host has no previous config to go
   back to, and check mode says so as a real run would;
-- metrics with gpuhost_metrics_enabled: true (metrics.yml's default, off, runs inside
-  site.yml): in check mode on a blank host the handler "Restart the node exporter" fails
-  on a unit the package would install (role metrics, handlers/main.yml; reported).
 
 Runs in the unit suite where docker answers and the image is built (`make images`);
 skipped, saying why, elsewhere. About 3 to 4 minutes on a 2-core machine.
@@ -171,7 +169,7 @@ def blank(tmp_path_factory):
         yield {
             "env": env,
             "inv": _inventory(base / "inv", ()),
-            "router_inv": _inventory(base / "router-inv", ("routers",)),
+            "router_inv": _inventory(base / "router-inv", ("routers", "monitoring")),
             "runs": base / "runs",
         }
     finally:
@@ -196,12 +194,22 @@ def _unseen(report: dict) -> dict:
 
 
 def test_site_check_on_a_blank_host_with_python_env(blank):
-    report = _check_site(blank, "-e", "python_env_enabled=true")
+    # The host is also a router and the monitoring host here, with metrics on: the router
+    # stage (base and sglang_router) and both metrics plays run too, whose units a package
+    # this run would install provides (their start steps and handlers must not fail).
+    report = _check_site(
+        blank,
+        *("-i", str(blank["router_inv"]), "-e", "python_env_enabled=true"),
+        *("-e", f"sglang_router_port={ROUTER_PORT}", "-e", "gpuhost_metrics_enabled=true"),
+    )
     planned = {t["task"] for t in report["changed_tasks"]}
     # What it would do, not a failure: the account, and the venv steps as root.
     assert "base : Create the service account" in planned
     assert "python_env : Create the tool venv for uv" in planned
     assert "sglang_server : Write the systemd unit" in planned
+    assert "sglang_router : Render the systemd unit" in planned
+    assert "metrics : Install the node exporter" in planned
+    assert "metrics : Install Prometheus" in planned
     unseen = _unseen(report)
     assert f"service account '{SERVICE_USER}'" in unseen["message"]
     # python3-apt is there: apt planned (base's packages are in the plan), nothing to say.
@@ -209,9 +217,7 @@ def test_site_check_on_a_blank_host_with_python_env(blank):
     assert "python3-apt" not in unseen["message"]
 
 
-# (playbook, extra vars, inventory, expected rc, what the output must say)
-ALL = os.environ.get("GPUHOST_CHECK_MODE_ALL") == "1"
-SLOW = pytest.mark.skipif(not ALL, reason="about a minute: GPUHOST_CHECK_MODE_ALL=1 runs it")
+# (playbook, expected rc, what the output must say, marks)
 STANDALONE = [
     # `gpuhost verify`: a blank host has no server; in check mode that is a finding.
     ("verify.yml", 0, "verify.health  server not reachable", ()),
@@ -222,7 +228,7 @@ STANDALONE = [
     # `gpuhost rollback`: nothing to go back to on a blank host, said as a real run says it.
     ("rollback.yml", 2, "no previous config is kept", ()),
     # `gpuhost update`: the rollout plans the first install.
-    ("update.yml", 0, "check mode: sglang-server would be started and health-gated", SLOW),
+    ("update.yml", 0, "check mode: sglang-server would be started and health-gated", ()),
 ]
 
 

@@ -21,35 +21,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+from proxmox_standin import specs  # noqa: E402
 from proxmox_standin.pve_standin import ALL_PRIVS, PveStandin, StandinServer  # noqa: E402
 
 PORT = 18610
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpuaG9zdHRlc3RrZXkAAAAAAAAAAAAAAAAAAAAAAAAA test"
+KEY = specs.KEY
 WRITES = ("POST", "PUT", "DELETE")
 
 
 def _inventory(tmp_path, **overrides):
-    host = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "proxmox_vm_api_host": "127.0.0.1",
-        "proxmox_vm_api_port": PORT,
-        "proxmox_vm_api_user": "gpuhost@pve",
-        "proxmox_vm_api_token_id": "gpuhost",
-        "proxmox_vm_validate_certs": False,
-        "proxmox_vm_node": "pve1",
-        "proxmox_vm_vmid": 201,
-        "proxmox_vm_template": "debian-12-cloud",
-        "proxmox_vm_cores": 4,
-        "proxmox_vm_memory_mib": 16384,
-        "proxmox_vm_ssh_keys": [KEY],
-        "proxmox_vm_gpus": ["gpu0", "gpu1"],
-        "proxmox_vm_model_disk": {"slot": "scsi1", "storage": "local-lvm", "size_gib": 200},
-    }
-    host.update(overrides)
-    inv = tmp_path / "hosts.yml"
-    inv.write_text(json.dumps({"proxmox_vms": {"hosts": {"gpu-vm1": host}}}))
-    return inv
+    return specs.inventory(tmp_path, PORT, **overrides)
 
 
 def _play(inv, secret, *extra, env_extra=None):

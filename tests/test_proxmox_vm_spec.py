@@ -16,27 +16,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_vm imp
     spec_errors,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pve_schema import load_facts
+from proxmox_standin import specs
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = load_facts()
-DEFAULTS = yaml.safe_load((ROOT / "roles/proxmox_vm/defaults/main.yml").read_text())
+DEFAULTS = specs.DEFAULTS
 
-GOOD = dict(
-    DEFAULTS,
-    proxmox_vm_api_host="127.0.0.1",
-    proxmox_vm_api_user="gpuhost@pve",
-    proxmox_vm_api_token_id="gpuhost",
-    proxmox_vm_api_token_secret="***",
-    proxmox_vm_node="pve1",
-    proxmox_vm_vmid=201,
-    proxmox_vm_name="gpu-vm1",
-    proxmox_vm_template="debian-12-cloud",
-    proxmox_vm_memory_mib=16384,
-    proxmox_vm_numa=True,
-    proxmox_vm_hugepages="1024",
-    proxmox_vm_ssh_keys=["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample gpuhost@test"],
-    proxmox_vm_gpus=["gpu0", "gpu1"],
-)
+GOOD = specs.GOOD
 MAP = "id=10de:2bb5,iommugroup={g},node=pve1,path=0000:{b:02x}:00.0,subsystem-id=10de:204b"
 API = {
     "vms": [

@@ -27,7 +27,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_vm import (
     _PCI_ADDR,
     api_errors,
@@ -37,29 +36,12 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_vm imp
     spec_errors,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pve_schema import load_facts
+from proxmox_standin import specs
 from proxmox_standin.pve_standin import ALL_PRIVS, PveStandin
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = load_facts()
-DEFAULTS = yaml.safe_load((ROOT / "roles/proxmox_vm/defaults/main.yml").read_text())
-GOOD = dict(
-    DEFAULTS,
-    proxmox_vm_api_host="127.0.0.1",
-    proxmox_vm_api_user="gpuhost@pve",
-    proxmox_vm_api_token_id="gpuhost",
-    proxmox_vm_api_token_secret="***",
-    proxmox_vm_node="pve1",
-    proxmox_vm_vmid=201,
-    proxmox_vm_name="gpu-vm1",
-    proxmox_vm_template="debian-12-cloud",
-    proxmox_vm_cores=8,
-    proxmox_vm_memory_mib=16384,
-    proxmox_vm_numa=True,
-    proxmox_vm_hugepages="1024",
-    proxmox_vm_ssh_keys=["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample gpuhost@test"],
-    proxmox_vm_gpus=["gpu0", "gpu1"],
-    proxmox_vm_model_disk={"slot": "scsi1", "storage": "local-lvm", "size_gib": 200},
-)
+GOOD = dict(specs.GOOD, proxmox_vm_cores=8, proxmox_vm_model_disk=specs.DISK)
 
 SCHEMA = "PVE API schema (pve-docs api-viewer/apidata.js, data/proxmox/pve-api-9.1.3.json)"
 QEMU_PM = "qemu-server PVE/QemuServer.pm"
