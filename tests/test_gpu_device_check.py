@@ -11,6 +11,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils import (
     gpuhost_check_mode,
     gpuhost_python_env,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_preflight import (
+    preflight_findings,
+)
+from gpuhost_fakes import FakeProbe
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu-device-check"
 LOCK = "sglang-0.5.10.post1-cu128.txt"
@@ -59,3 +64,18 @@ def test_with_a_managed_python_preflight_passes_and_check_mode_says_what_it_coul
     assert gpuhost_check_mode.finding(spots) == [_finding(report, "check_mode.unseen")]
     planned = {t["task"] for t in report["changed_tasks"]}
     assert "base : Create the service account" in planned
+
+
+def test_a_host_without_systemd_now_stops_at_preflight():
+    """The managed run got past preflight and failed in model_cache, where systemctl cannot run
+    without systemd. The same host (no /run/systemd/system; PID 1 is the machine's own process
+    supervisor, whose name the record does not hold) now gets one preflight fail, before any
+    change."""
+    log = (FIXTURES / "check-managed.txt").read_text()
+    assert "model_cache : Read the state of the download unit: Error executing command." in log
+    probe = FakeProbe(files={"/proc/1/comm": "process_api\n"})  # no /run/systemd/system
+    host = collect_host(probe)
+    assert host["init"] == {"systemd": False, "pid1": "process_api"}
+    gpu = {"present": False, "count": 0, "gpus": [], "pci_devices": [], "driver": {}}
+    (found,) = [f for f in preflight_findings(gpu, host, {}) if f["check"] == "preflight.systemd"]
+    assert found["status"] == "fail" and "PID 1 is 'process_api'" in found["message"]

@@ -232,3 +232,23 @@ def test_disk_measures_nearest_existing_ancestor(tmp_path):
     assert entry["probe_path"] == "/var/cache"
     assert isinstance(entry["free_gib"], int) and entry["total_gib"] >= entry["free_gib"]
     assert unknown == {}
+
+
+@pytest.mark.parametrize(
+    ("files", "dirs", "expected", "reason"),
+    [
+        # sd_booted(3): the directory /run/systemd/system exists
+        ({"/proc/1/comm": "systemd\n"}, {"/run/systemd/system": []}, (True, "systemd"), None),
+        # a container whose PID 1 is a shell or a process supervisor
+        ({"/proc/1/comm": "process_api\n"}, {}, (False, "process_api"), None),
+        ({"/proc/1/comm": "bash\n"}, {}, (False, "bash"), None),
+        # systemd booted but /proc/1/comm hidden (hidepid): still booted
+        ({}, {"/run/systemd/system": []}, (True, UNKNOWN), None),
+        # nothing to go on: unknown, with the reason
+        ({}, {}, (UNKNOWN, UNKNOWN), "/run/systemd/system absent and /proc/1/comm not readable"),
+    ],
+)
+def test_init_system(files, dirs, expected, reason):
+    host = collect_host(FakeProbe(files=files, dirs=dirs))
+    assert (host["init"]["systemd"], host["init"]["pid1"]) == expected
+    assert host["unknown"].get("init.systemd") == reason

@@ -46,6 +46,7 @@ def test_reference_vm_requirements():
     }
     got = status(preflight_findings(gpu, host, req))
     assert got == {
+        "preflight.systemd": "pass",
         "preflight.disk": "pass",
         "preflight.gpu_present": "pass",
         "preflight.gpu_count": "pass",
@@ -132,7 +133,8 @@ def test_no_driver_host_counts_pci_and_never_falsely_fails():
     assert got["preflight.driver"] == "warn"
     assert got["preflight.p2p"] == "warn"  # cannot know before the driver
     assert got["preflight.secure_boot"] == "warn"
-    assert "(driver not loaded)" in found[1]["message"]
+    by_check = {f["check"]: f for f in found}
+    assert "(driver not loaded)" in by_check["preflight.gpu_present"]["message"]
 
 
 def test_no_gpu_warns_unless_required():
@@ -286,3 +288,29 @@ def test_real_single_gpu_run_rejects_the_eight_gpu_profile_before_any_change():
     # The normal run and the --check --diff run stop the same way, changing nothing.
     assert log.count("changed=0    unreachable=0    failed=1") == 2
     assert "rc=2" in log and "check rc=2" in log
+
+
+def test_systemd_finding_names_pid1_and_stops_the_gate():
+    gpu = {"present": False, "count": 0, "gpus": [], "pci_devices": [], "driver": {}}
+
+    def systemd_finding(host):
+        found = [f for f in preflight_findings(gpu, host, {}) if f["check"] == "preflight.systemd"]
+        return found[0] if found else None
+
+    booted = systemd_finding({"disk": {}, "init": {"systemd": True, "pid1": "systemd"}})
+    assert booted["status"] == "pass"
+    plain = systemd_finding({"disk": {}, "init": {"systemd": False, "pid1": "process_api"}})
+    assert plain["status"] == "fail"
+    assert "PID 1 is 'process_api'" in plain["message"]
+    assert "/lib/systemd/systemd" in plain["fix"]
+    unsure = systemd_finding(
+        {
+            "disk": {},
+            "init": {"systemd": "unknown", "pid1": "unknown"},
+            "unknown": {"init.systemd": "/run/systemd/system absent and /proc/1/comm not readable"},
+        }
+    )
+    assert unsure["status"] == "warn"
+    assert "/proc/1/comm not readable" in unsure["message"]
+    # a fact cache written before gpuhost_host.init existed: no finding, no crash
+    assert systemd_finding({"disk": {}}) is None

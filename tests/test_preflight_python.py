@@ -7,10 +7,14 @@ setting that makes the host fit (python_env_python_source: managed)."""
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_python_env as pe
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_branches import (
+    driver_branch_finding,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import (
     parse_os_release,
 )
@@ -190,3 +194,14 @@ def test_the_whole_preflight_role_runs_the_check(play, tmp_path):
     words = " ".join(log.split())  # the YAML callback wraps long lines
     expected = f"FAIL python_env.python python_env_python: {python} is Python 3.10.12 on {here}"
     assert expected in words
+    # role nvidia_driver's branch finding (entry point `branch`), for today's date
+    today = datetime.now(UTC).date().isoformat()
+    branch = driver_branch_finding(580, today, [], "cu128")  # group_vars/all: lane cu128
+    assert f"{branch['status'].upper()} nvidia_driver.branch {branch['message']}" in words
+    # and the systemd check, against what this machine is (sd_booted(3): /run/systemd/system)
+    pid1 = Path("/proc/1/comm").read_text().strip()
+    if Path("/run/systemd/system").is_dir():
+        assert "PASS preflight.systemd booted with systemd" in words
+    else:
+        quoted = words.replace("''", "'")  # YAML doubles a quote inside a quoted scalar
+        assert f"FAIL preflight.systemd not booted with systemd: PID 1 is {pid1!r}" in quoted

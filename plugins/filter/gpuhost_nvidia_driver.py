@@ -8,6 +8,7 @@ version | gpuhost.gpu.nvidia_driver_upstream                                    
 probe | gpuhost.gpu.nvidia_driver_activation(needed, policy, serving, container, local, load_failed)
                                                                           -> {action, reason}
 policy_stdout | gpuhost.gpu.apt_source_cached(url)  -> bool: `apt-cache policy` lists url
+branch | gpuhost.gpu.driver_branch_finding(today, gpuhost_gpu, lane) -> finding (one)
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils import (
     gpuhost_driver_activation as _activation,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils import (
+    gpuhost_driver_branches as _branches,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as _driver
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
@@ -68,6 +72,12 @@ def apt_source_cached(policy_stdout, url):
     return False
 
 
+def driver_branch_finding(branch, today, gpu_facts=None, lane=""):
+    gpu = plain(gpu_facts) if isinstance(gpu_facts, dict) else {}
+    archs = [str(g.get("architecture", "")) for g in gpu.get("gpus") or []]
+    return _branches.driver_branch_finding(branch, str(today), archs, str(lane or ""))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -76,4 +86,5 @@ class FilterModule:
             "nvidia_driver_upstream": nvidia_driver_upstream,
             "nvidia_driver_activation": nvidia_driver_activation,
             "apt_source_cached": apt_source_cached,
+            "driver_branch_finding": driver_branch_finding,
         }

@@ -276,6 +276,7 @@ def collect_host(probe, disk_paths=()):
     host["os"] = parse_os_release(probe.read("/etc/os-release"))
 
     host["secure_boot"] = _secure_boot(probe, efi_present, unknown)
+    host["init"] = _init_system(probe, unknown)
 
     meminfo = parse_meminfo(probe.read("/proc/meminfo"))
     if not meminfo:
@@ -343,6 +344,19 @@ def _container_from_evidence(probe):
         match = re.search(rb"container=(\w+)", environ)
         return match.group(1).decode() if match else "none"
     return UNKNOWN
+
+
+def _init_system(probe, unknown):
+    """Was the host booted with systemd? systemd's own test (sd_booted(3)): the directory
+    /run/systemd/system exists. PID 1's name says what runs instead (a container's shell)."""
+    comm = probe.read("/proc/1/comm")
+    pid1 = comm.strip() if comm and comm.strip() else UNKNOWN
+    if probe.exists("/run/systemd/system"):
+        return {"systemd": True, "pid1": pid1}
+    if pid1 == UNKNOWN:
+        unknown["init.systemd"] = "/run/systemd/system absent and /proc/1/comm not readable"
+        return {"systemd": UNKNOWN, "pid1": pid1}
+    return {"systemd": False, "pid1": pid1}
 
 
 def _secure_boot(probe, efi_present, unknown):

@@ -112,6 +112,7 @@ def preflight_findings(gpu, host, req):
     count = int(gpu.get("count") or 0)
     where = "" if loaded else " on the PCI bus (driver not loaded)"
 
+    out.extend(_init_findings(host))
     out.extend(_disk_findings(host, int(req.get("required_free_disk_gib") or 0)))
 
     if not gpu.get("present"):
@@ -197,6 +198,46 @@ def preflight_findings(gpu, host, req):
             )
         )
     return out
+
+
+def _init_findings(host):
+    """gpuhost runs everything it serves as systemd units: a host booted without systemd (a
+    plain container, a chroot) cannot take them, so preflight says so before any change."""
+    init = host.get("init")
+    if not isinstance(init, dict):  # a fact cache written before gpuhost_host.init existed
+        return []
+    booted, pid1 = init.get("systemd"), init.get("pid1", UNKNOWN)
+    if booted is True:
+        return [
+            finding(
+                "preflight.systemd",
+                "pass",
+                "booted with systemd (PID 1 is systemd)"
+                if pid1 == "systemd"
+                else f"booted with systemd (PID 1 is {pid1!r})",
+            )
+        ]
+    if booted is False:
+        return [
+            finding(
+                "preflight.systemd",
+                "fail",
+                f"not booted with systemd: PID 1 is {pid1!r} and /run/systemd/system is absent; "
+                "gpuhost runs the SGLang server, the model download, the router and the "
+                "exporters as systemd units",
+                "Run gpuhost against a host booted with systemd (a VM, bare metal, or a "
+                "container whose command is /lib/systemd/systemd - docs/check-mode.md).",
+            )
+        ]
+    return [
+        finding(
+            "preflight.systemd",
+            "warn",
+            "could not tell whether the host was booted with systemd: "
+            + host.get("unknown", {}).get("init.systemd", "no evidence read"),
+            "Check that /run/systemd/system exists on the host (`systemctl is-system-running`).",
+        )
+    ]
 
 
 def _disk_findings(host, required):
