@@ -7,12 +7,12 @@ import json
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import merge_findings
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_preflight import (
     GPU_MODELS,
-    merge_findings,
     model_matches,
     preflight_findings,
     version_at_least,

@@ -111,14 +111,24 @@ def test_a_failed_driver_change_starts_the_known_good_server_again():
 
 
 def test_provisioning_refuses_a_driver_change_under_a_routed_worker():
+    """Role rolling_update's rule (entry `refuse`, one place: tests/test_role_boundaries.py)
+    stops the host before the install; molecule rolling_update's test_provision_routed.py
+    shows it on a serving worker."""
     main = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/main.yml").read_text())
     routed = _at(main, "Hand a routed worker's driver change")
     assert routed < _at(main, "Install")
-    assert "_nvidia_driver_plan.changes | default(false) | bool" in main[routed]["when"]
-    guard = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/routed.yml").read_text())
-    fail = guard[_at(guard, "Refuse to move the driver")]
+    assert main[routed]["ansible.builtin.include_role"] == {
+        "name": "rolling_update",
+        "tasks_from": "refuse",
+    }
+    assert main[routed]["when"] == "_nvidia_driver_plan.changes | default(false) | bool"
+    change = main[routed]["vars"]["rolling_update_refused_change"]
+    assert "_nvidia_driver_plan.wanted" in change and "reboot" in change
+    refuse = yaml.safe_load((ROOT / "roles/rolling_update/tasks/refuse.yml").read_text())
+    fail = refuse[_at(refuse, "Refuse to take a routed worker down")]
     assert "gpuhost update -i INVENTORY --limit" in fail["ansible.builtin.fail"]["msg"]
-    assert "not ansible_check_mode" in fail["when"]
+    routed_rule = (ROOT / "roles/rolling_update/tasks/routed.yml").read_text()
+    assert "not ansible_check_mode" in routed_rule
 
 
 def test_site_gathers_host_facts_under_any_tag_selection(tmp_path):

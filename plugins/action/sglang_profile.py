@@ -99,6 +99,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -369,8 +370,7 @@ class ActionModule(ActionBase):
         )
 
 
-def _finding(check, status, message, fix=""):
-    return {"check": f"sglang_server.{check}", "status": status, "message": message, "fix": fix}
+_finding = prefixed("sglang_server.")
 
 
 def _load(profiles_dir, name):

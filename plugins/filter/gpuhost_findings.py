@@ -8,6 +8,7 @@ tests; these filters only expose them to the roles.
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_finding as _finding
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_preflight as _preflight
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox as _proxmox
 
@@ -25,7 +26,13 @@ def gpuhost_proxmox_findings(gpu, host, dmesg=None, xid_fail_codes=None):
 
 def gpuhost_merge_findings(existing, new, prefix):
     """Replace the findings whose check starts with prefix; keep everyone else's."""
-    return _preflight.merge_findings(list(existing or []), list(new), prefix)
+    return _finding.merge_findings(list(existing or []), list(new), prefix)
+
+
+def gpuhost_finding(check, status, message, fix=""):
+    """'role.check' | gpuhost.gpu.finding(status, message, fix): one finding, the shape and
+    statuses of module_utils/gpuhost_finding.py (a status other than pass/warn/fail fails)."""
+    return _finding.finding(str(check), str(status), str(message), str(fix or ""))
 
 
 class FilterModule:
@@ -34,4 +41,5 @@ class FilterModule:
             "preflight_findings": gpuhost_preflight_findings,
             "proxmox_findings": gpuhost_proxmox_findings,
             "merge_findings": gpuhost_merge_findings,
+            "finding": gpuhost_finding,
         }

@@ -11,6 +11,10 @@ Such steps are skipped in check mode and named here, in one finding per host.
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import (
+    finding as make_finding,
+)
+
 CHECK = "check_mode.unseen"
 
 
@@ -39,12 +43,12 @@ def finding(spots: dict) -> list[dict]:
         fixes.append("`apt-get install python3-apt` on the host shows apt's plan in the next check")
     fixes.append("after `gpuhost provision` (which creates them) `gpuhost check` shows every step")
     return [
-        {
-            "check": CHECK,
-            "status": "warn",
-            "message": "check mode on a blank host could not see " + "; ".join(spots["unseen"]),
-            "fix": _sentence("; ".join(fixes)),
-        }
+        make_finding(
+            CHECK,
+            "warn",
+            "check mode on a blank host could not see " + "; ".join(spots["unseen"]),
+            _sentence("; ".join(fixes)),
+        )
     ]
 
 

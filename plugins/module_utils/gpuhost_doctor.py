@@ -23,6 +23,7 @@ import hashlib
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (
     NA_VALUES,
     parse_proc_driver_version,
@@ -121,8 +122,7 @@ JOURNAL_FIX = {
 }
 
 
-def finding(check, status, message, fix=""):
-    return {"check": PREFIX + check, "status": status, "message": message, "fix": fix}
+finding = prefixed(PREFIX)
 
 
 # --------------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ Sources (docs/driver-branches.md links them):
 
 from __future__ import annotations
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
+
 # branch -> NVIDIA's designation, last month of support (YYYY-MM), newest CUDA major it runs.
 BRANCHES = {
     580: {"designation": "long-term support", "end_of_life": "2028-06", "cuda_major": 13},
@@ -35,7 +37,7 @@ CHECK = "nvidia_driver.branch"
 
 
 def _finding(status, message, fix=""):
-    return {"check": CHECK, "status": status, "message": message, "fix": fix}
+    return finding(CHECK, status, message, fix)
 
 
 def _known():

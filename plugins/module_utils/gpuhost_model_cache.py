@@ -14,6 +14,8 @@ import re
 import urllib.parse
 from datetime import UTC, datetime
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
+
 GIB = 1 << 30
 MIB = 1 << 20
 
@@ -115,21 +117,19 @@ def disk_finding(
     )
     need_text = f"{_fmt_gib(needed)} needed with model_cache_free_margin_gib={margin_gib:g}"
     if int(free_bytes) < needed:
-        return {
-            "check": "model_cache.disk",
-            "status": "fail",
-            "message": f"{have}; {size_text}: {need_text}",
-            "fix": "Free space or grow that disk, or set model_cache_hf_home to a larger disk "
+        return finding(
+            "model_cache.disk",
+            "fail",
+            f"{have}; {size_text}: {need_text}",
+            "Free space or grow that disk, or set model_cache_hf_home to a larger disk "
             "(model_cache_expected_size_gib / model_cache_free_margin_gib change the need).",
-        }
-    return {
-        "check": "model_cache.disk",
-        "status": "warn" if not size_bytes else "pass",
-        "message": f"{have}; {size_text}: {need_text}",
-        "fix": "set model_cache_expected_size_gib to check the model's size"
-        if not size_bytes
-        else "",
-    }
+        )
+    return finding(
+        "model_cache.disk",
+        "warn" if not size_bytes else "pass",
+        f"{have}; {size_text}: {need_text}",
+        "set model_cache_expected_size_gib to check the model's size" if not size_bytes else "",
+    )
 
 
 def hub_endpoint_error(name: str, value: str) -> str:

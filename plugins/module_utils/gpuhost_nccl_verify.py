@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
+
 # "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "Channel 09 : 6[6] -> 7[7] via
 # SHM/direct/direct", "Channel 14/0 : 15[7] -> 0[0] [send] via NET/Socket/0".
 _CHANNEL = re.compile(
@@ -353,33 +355,33 @@ def findings(decision, verified=None, skipped=""):
         if o.get("warning")
     ]
     out = [
-        {
-            "check": "nccl.decision",
-            "status": "warn" if notes else "pass",
-            "message": f"{decision.get('topology_class')}: {shown}; custom all-reduce {car}",
-            "fix": "; ".join(notes),
-        }
+        finding(
+            "nccl.decision",
+            "warn" if notes else "pass",
+            f"{decision.get('topology_class')}: {shown}; custom all-reduce {car}",
+            "; ".join(notes),
+        )
     ]
     if decision.get("gpu_count", 0) < 2:
         return out
     if verified:
         failed = verified.get("status") == "fail"
         out.append(
-            {
-                "check": "nccl.verify",
-                "status": "fail" if failed else "pass",
-                "message": verified.get("message", ""),
-                "fix": verified.get("diagnosis", "") if failed else "",
-            }
+            finding(
+                "nccl.verify",
+                "fail" if failed else "pass",
+                verified.get("message", ""),
+                verified.get("diagnosis", "") if failed else "",
+            )
         )
     else:
         out.append(
-            {
-                "check": "nccl.verify",
-                "status": "warn",
-                "message": f"all-reduce sweep not run: {skipped}",
-                "fix": "run the nccl role again once torch is installed, or set nccl_verify_python",
-            }
+            finding(
+                "nccl.verify",
+                "warn",
+                f"all-reduce sweep not run: {skipped}",
+                "run the nccl role again once torch is installed, or set nccl_verify_python",
+            )
         )
     return out
 
@@ -392,26 +394,21 @@ def override_findings(decision):
     if not harmful:
         count = len(decision.get("overrides") or [])
         return [
-            {
-                "check": "preflight.nccl_override",
-                "status": "pass",
-                "message": f"{count} NCCL override(s), none harmful on this topology",
-                "fix": "",
-            }
+            finding(
+                "preflight.nccl_override",
+                "pass",
+                f"{count} NCCL override(s), none harmful on this topology",
+            )
         ]
     return [
-        {
-            "check": "preflight.nccl_override",
-            "status": "warn",
-            "message": (
-                f"nccl_env_overrides.{o['variable']}={o['value']}: {o['warning']} "
-                f"({decision.get('topology_class')} topology)"
-            ),
-            "fix": (
-                f"remove {o['variable']} from nccl_env_overrides (derived here: "
-                f"{o.get('derived') if o.get('derived') is not None else 'unset'}) unless a "
-                "measurement on this host shows it helps"
-            ),
-        }
+        finding(
+            "preflight.nccl_override",
+            "warn",
+            f"nccl_env_overrides.{o['variable']}={o['value']}: {o['warning']} "
+            f"({decision.get('topology_class')} topology)",
+            f"remove {o['variable']} from nccl_env_overrides (derived here: "
+            f"{o.get('derived') if o.get('derived') is not None else 'unset'}) unless a "
+            "measurement on this host shows it helps",
+        )
         for o in harmful
     ]

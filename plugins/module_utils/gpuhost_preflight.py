@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import divisors, tp_misfit
 
 UNKNOWN = "unknown"
@@ -40,10 +41,6 @@ GPU_MODELS = {
 }
 
 
-def finding(check, status, message, fix=""):
-    return {"check": check, "status": status, "message": message, "fix": fix}
-
-
 def model_matches(model, name):
     pattern = GPU_MODELS.get(model)
     if pattern is None:
@@ -65,12 +62,6 @@ def version_at_least(version, minimum):
         return None
     width = max(len(have), len(want))
     return have + [0] * (width - len(have)) >= want + [0] * (width - len(want))
-
-
-def merge_findings(existing, new, prefix):
-    """Replace the items whose check starts with `prefix`, keep the others (docs/facts.md)."""
-    kept = [f for f in (existing or []) if not str(f.get("check", "")).startswith(prefix)]
-    return kept + list(new)
 
 
 def _names(gpu):

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import re
 
-# Controller-only: no module under plugins/modules imports this file.
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as nccl_car
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rules as nccl_rules
+
+# Controller-only: no module under plugins/modules imports this file.
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,
@@ -77,8 +79,7 @@ def gpu_summary(gpu):
     return count, sms
 
 
-def _finding(check, status, message, fix=""):
-    return {"check": f"sglang_server.{check}", "status": status, "message": message, "fix": fix}
+_finding = prefixed("sglang_server.")
 
 
 # --------------------------------------------------------------------------------------

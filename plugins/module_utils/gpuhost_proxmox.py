@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
+
 UNKNOWN = "unknown"
 PREFIX = "proxmox_guest."
 
@@ -33,8 +35,7 @@ _CLIQUE_FIX = (
 )
 
 
-def finding(check, status, message, fix=""):
-    return {"check": PREFIX + check, "status": status, "message": message, "fix": fix}
+finding = prefixed(PREFIX)
 
 
 def _is_vm(virt):

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
+
 PREFIX = "proxmox_host."
 _SECTION = re.compile(r"^### (\S+)(?: (\S+))?\s*$")
 _LNK = re.compile(r"(LnkCap|LnkSta):.*?Speed ([\d.]+)GT/s.*?Width x(\d+)")
 
 
-def finding(check, status, message, fix=""):
-    return {"check": PREFIX + check, "status": status, "message": message, "fix": fix}
+finding = prefixed(PREFIX)
 
 
 def parse_report(text):

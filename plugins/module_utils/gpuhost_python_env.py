@@ -12,6 +12,8 @@ import os
 import re
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
+
 LOCK_NAME = re.compile(r"^sglang-(?P<version>\d[0-9A-Za-z.+!]*)-(?P<lane>[a-z][a-z0-9]*)\.txt$")
 _PIN = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(?P<version>\S+?)\s*(?:;.*)?\\?$"
@@ -237,7 +239,7 @@ def python_fit_finding(
     )
     check = "python_env.python"
     if not choice["error"]:
-        return {"check": check, "status": "pass", "message": choice["reason"], "fix": ""}
+        return finding(check, "pass", choice["reason"])
     fix = ""
     if source == "system" and lock_python:
         fix = (
@@ -245,7 +247,7 @@ def python_fit_finding(
             f"installs Python {lock_python} under {install_dir} and the venv is built from it; "
             f"the distro's Python stays as it is"
         )
-    return {"check": check, "status": "fail", "message": choice["error"], "fix": fix}
+    return finding(check, "fail", choice["error"], fix)
 
 
 def python_install_command(

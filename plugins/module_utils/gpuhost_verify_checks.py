@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import is_secret_name
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api import (
     ApiError as ProbeError,
@@ -51,8 +52,7 @@ SMOKE_TOOL_PROMPT = "What is the weather in Paris right now? Use the get_current
 SMOKE_REASONING_PROMPT = "Think step by step: what is 6 * 7?"
 
 
-def finding(check, status, message, fix=""):
-    return {"check": PREFIX + check, "status": status, "message": message, "fix": fix}
+finding = prefixed(PREFIX)
 
 
 def shorten(text, limit=160):

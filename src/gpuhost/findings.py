@@ -9,7 +9,11 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-STATUSES = ("pass", "warn", "fail")
+from gpuhost.plugin_code import module_utils
+
+# The shape and the statuses the plugins make findings with (module_utils/gpuhost_finding.py).
+_finding = module_utils("gpuhost_finding")
+STATUSES = _finding.STATUSES
 # What a template renders for an absent fix (`{{ none }}` is "None" in a string field).
 _NO_FIX = ("", "none", "null", "-", "n/a")
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
@@ -27,21 +31,21 @@ def normalize(raw: object) -> list[dict]:
     for entry in raw:
         if not isinstance(entry, dict) or entry.get("status") not in STATUSES:
             findings.append(
-                {
-                    "check": "findings",
-                    "status": "fail",
-                    "message": f"malformed finding: {entry!r}"[:300],
-                    "fix": "report this to the author of the preflight check",
-                }
+                _finding.finding(
+                    "findings",
+                    "fail",
+                    f"malformed finding: {entry!r}"[:300],
+                    "report this to the author of the preflight check",
+                )
             )
             continue
         findings.append(
-            {
-                "check": str(entry.get("check") or "?"),
-                "status": entry["status"],
-                "message": str(entry.get("message") or ""),
-                "fix": fix_of(entry),
-            }
+            _finding.finding(
+                str(entry.get("check") or "?"),
+                entry["status"],
+                str(entry.get("message") or ""),
+                fix_of(entry),
+            )
         )
     return findings
 

@@ -10,11 +10,11 @@ is now and moves the pins; the next provision or rolling update then serves the 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 from pathlib import Path
 
 from gpuhost.errors import EXIT_USAGE, GpuhostError
+from gpuhost.plugin_code import module_utils
 
 LOCK_NAME = "models.lock.yml"
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -44,11 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _lock_module(ctx):
     """The project's gpuhost_models_lock (plugins/module_utils), loaded from its file: the CLI
     uses the same code as the action plugin, from the checkout it runs."""
-    path = Path(ctx.project.root) / "plugins" / "module_utils" / "gpuhost_models_lock.py"
-    spec = importlib.util.spec_from_file_location("gpuhost_models_lock", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_utils("gpuhost_models_lock", ctx.project.root)
 
 
 def lock_path(inventory: str) -> Path:

@@ -20,6 +20,11 @@ _spec.loader.exec_module(bench)
 
 WORKER = bench.WORKERS[0]
 ENV_FILE = "/etc/gpuhost/sglang-server.env"
+# role rolling_update's refusal (tasks/refuse.yml) with what sglang_server says would change
+RESTART_REFUSED = (
+    "would restart it (its unit, env, keys or launcher would change): "
+    "provisioning never does that to a routed worker"
+)
 
 
 def _inventory() -> Path:
@@ -51,7 +56,7 @@ def test_provision_refuses_to_restart_a_routed_worker(tmp_path):
     rc, report = _serve(tmp_path, {"--max-running-requests": 7})
     text = json.dumps(report)
     assert rc == 1, text
-    assert "provisioning never restarts a routed worker" in text, text
+    assert RESTART_REFUSED in text, text
     assert f"gpuhost update -i INVENTORY --limit {WORKER}" in text, text
     after = bench.unit_state(WORKER)
     assert after["MainPID"] == before["MainPID"], (before, after)
@@ -80,7 +85,7 @@ def test_provision_builds_a_new_lock_beside_a_routed_worker_and_refuses_the_rest
         )
         text = json.dumps(report)
         assert rc == 1, text
-        assert "provisioning never restarts a routed worker" in text, text
+        assert RESTART_REFUSED in text, text
         venvs = bench.venv_state(WORKER)
         # Built and verified beside the serving venv, which is untouched.
         assert venvs["link"] == bench.venv_of(bench.LOCK_B), venvs
@@ -108,7 +113,7 @@ def test_provision_refuses_a_driver_change_under_a_routed_worker(tmp_path):
     rc, report = _provision(tmp_path, "--limit", WORKER, "--tags", "driver", "-e", branch)
     text = json.dumps(report)
     assert rc == 1, text
-    assert "provisioning never does that to a routed worker" in text, text
+    assert "reboot: provisioning never does that to a routed worker" in text, text
     assert f"gpuhost update -i INVENTORY --limit {WORKER}" in text, text
     assert bench.driver_release(WORKER) == release
     after = bench.unit_state(WORKER)
