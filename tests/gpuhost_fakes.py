@@ -159,8 +159,10 @@ def load_fixture(name, disks=None):
 def template_env():
     """A jinja2 environment that renders the roles' unit and rule templates as Ansible would,
     for the filters and tests they use: strict (an undefined variable fails), trim_blocks, the
-    `do` extension, `comment`, `bool`, `search`/`match`, and gpuhost's exec_start/unit_text."""
+    `do` extension, `comment`, `bool`, `search`/`match`, and gpuhost's exec_start/unit_text
+    and listen filters (the plugins' own functions)."""
     import jinja2
+    from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_listen import FilterModule
     from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
         exec_start,
         unit_text,
@@ -172,6 +174,8 @@ def template_env():
     env.filters["comment"] = lambda text: "# " + text
     env.filters["gpuhost.gpu.exec_start"] = lambda argv: exec_start([str(a) for a in argv])
     env.filters["gpuhost.gpu.unit_text"] = unit_text
+    for name, function in FilterModule().filters().items():
+        env.filters[f"gpuhost.gpu.{name}"] = function
     env.filters["bool"] = lambda v: (
         v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
     )

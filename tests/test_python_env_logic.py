@@ -481,3 +481,11 @@ def test_probe_reads_the_venvs_home(tmp_path):
         probe._venv_home(str(tmp_path)) == "/opt/gpuhost/python/cpython-3.11.7-linux-x86_64-gnu/bin"
     )
     assert probe._venv_home(str(tmp_path / "none")) == ""
+
+
+def test_pins_missing_compares_names_as_pip_does():
+    """The router's install (roles/sglang_router/tasks/install.yml) asks this, not Jinja."""
+    pins = {"sglang-router": "0.3.2", "typing-extensions": "4.15.0", "pyyaml": "6.0.3"}
+    installed = "sglang_router==0.3.2\nTyping.Extensions==4.15.0\nPyYAML==6.0.2\npip==25.0\n"
+    assert pe.pins_missing(pins, installed) == ["pyyaml==6.0.3"]
+    assert pe.pins_missing(pins, "") == sorted(f"{n}=={v}" for n, v in pins.items())

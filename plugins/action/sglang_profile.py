@@ -100,6 +100,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -177,7 +178,7 @@ class ActionModule(ActionBase):
             effective["revision"] = pinned["revision"]
             listen = {
                 "host": args.get("host", "127.0.0.1"),
-                "port": args.get("port", 30000),
+                "port": args.get("port", SERVER_PORT),
                 "api_key_set": bool(args.get("api_key_set")),
                 "api_key_valid": bool(args.get("api_key_valid", True)),
             }

@@ -2,6 +2,7 @@
 
 paths | gpuhost.gpu.lock_select(lane, override)   -> the lock file to install
 text | gpuhost.gpu.lock_info(name)                -> {pins, python, versions, sha256, name}
+pins | gpuhost.gpu.pins_missing(installed)         -> the name==version pins a venv lacks
 probe | gpuhost.gpu.python_env_sync_reason(marker, sha256, choice) -> why to re-sync, or ""
 probe | gpuhost.gpu.python_env_venv_needs_clear(choice) -> rebuild the venv from empty
 marker | gpuhost.gpu.flashinfer_cache_stale(versions) -> wipe FlashInfer's JIT cache
@@ -92,6 +93,9 @@ class FilterModule:
         return {
             "lock_select": lock_select,
             "lock_info": lock_info,
+            "pins_missing": lambda pins, installed: _logic.pins_missing(
+                dict(pins), str(installed or "")
+            ),
             "python_env_sync_reason": sync_reason,
             "python_env_venv_needs_clear": lambda p, c=None: _logic.venv_needs_clear(
                 dict(p), dict(c or {})

@@ -2,21 +2,14 @@
 
 sums | gpuhost.gpu.config_drift(live_paths, known_good_paths) -> the live config differs from
     the known-good copy (so it has not passed the health gate)
+sums | gpuhost.gpu.config_hashes({name: [paths]}) -> a short hash per config, "" when a file
+    is missing (role rolling_update names the live, known-good and previous configs so)
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-
-
-def _hashes(sums) -> dict[str, str]:
-    """path -> sha256 from `sha256sum` output ("<hash>  <path>" per line)."""
-    found = {}
-    for line in str(sums or "").splitlines():
-        digest, sep, path = line.partition("  ")
-        if sep and len(digest) == 64:
-            found[path] = digest
-    return found
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_sums as _sums
 
 
 def config_drift(sums, live_paths, known_good_paths) -> bool:
@@ -32,7 +25,7 @@ def config_drift(sums, live_paths, known_good_paths) -> bool:
             "gpuhost_config_drift: give as many live paths as known-good paths, "
             f"got {live!r} and {good!r}"
         )
-    hashes = _hashes(sums)
+    hashes = _sums.parse(sums)
     if not all(path in hashes for path in good):
         return False
     return any(hashes.get(mine) != hashes[kept] for mine, kept in zip(live, good, strict=True))
@@ -40,4 +33,7 @@ def config_drift(sums, live_paths, known_good_paths) -> bool:
 
 class FilterModule:
     def filters(self):
-        return {"config_drift": config_drift}
+        return {
+            "config_drift": config_drift,
+            "config_hashes": lambda sums, sets: _sums.config_hashes(sums, dict(sets)),
+        }

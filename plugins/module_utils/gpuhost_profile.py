@@ -27,6 +27,11 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_ru
 
 # Controller-only: no module under plugins/modules imports this file.
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import (
+    LOOPBACK_HOSTS,
+    SERVER_PORT,
+    is_loopback,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,
@@ -40,11 +45,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render
     render_args,
     systemd_quote,
 )
-
-LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
-# What an API key may contain: it is masked in logs by plain substring replacement and
-# written to an EnvironmentFile, so no quotes, spaces or backslashes.
-API_KEY_PATTERN = r"[A-Za-z0-9._~+/=-]{16,}"
 
 # GLM-5 and DeepSeek-V3.2 use DeepSeek Sparse Attention (DSA, "nsa" in sglang's code).
 DSA_MODEL_PATTERN = re.compile(r"glm-?5|deepseek-v3\.2", re.IGNORECASE)
@@ -472,8 +472,8 @@ def validate(
         )
 
     # Listening address and API key (DESIGN invariants).
-    host = str(listen.get("host", "127.0.0.1"))
-    if host not in LOOPBACK_HOSTS and not listen.get("api_key_set"):
+    host = str(listen.get("host", LOOPBACK_HOSTS[0]))
+    if not is_loopback(host) and not listen.get("api_key_set"):
         errors.append(
             f"sglang_server_host: got {host!r}, a non-loopback address, and sglang_server_api_key "
             "is empty; allowed: 127.0.0.1/::1, or set sglang_server_api_key (Vault or the "
@@ -505,7 +505,7 @@ def validate(
                 f"listens on {host}" + (" with an API key" if listen.get("api_key_set") else ""),
             )
         )
-    port = listen.get("port", 30000)
+    port = listen.get("port", SERVER_PORT)
     if not _intlike(port) or not 1 <= int(port) <= 65535:
         errors.append(f"sglang_server_port: got {port!r}; allowed: an integer 1-65535")
 

@@ -14,6 +14,7 @@ import json
 import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_catalogue import option_like
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT
 
 
 def _pair(flag, value):
@@ -37,7 +38,7 @@ def render_args(effective, flags, listen, model_path=None):
         *_pair("--model-path", model_path or effective["model"]),
         *_pair("--served-model-name", effective["served_model_name"]),
         *_pair("--host", listen.get("host", "127.0.0.1")),
-        *_pair("--port", listen.get("port", 30000)),
+        *_pair("--port", listen.get("port", SERVER_PORT)),
         *_pair("--tp-size", effective["tp_size"]),
     ]
     if effective.get("revision") and effective["revision"] != "main" and not model_path:

@@ -46,6 +46,17 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def pins_missing(pins: dict[str, str], installed: str) -> list[str]:
+    """The lock's name==version pins a venv lacks; installed is what its Python lists
+    (importlib.metadata: one "Name==version" per line), names compared by PEP 503."""
+    held = {}
+    for line in installed.splitlines():
+        name, sep, version = line.strip().partition("==")
+        if sep:
+            held[normalize(name)] = version.strip()
+    return [f"{n}=={v}" for n, v in sorted(pins.items()) if held.get(normalize(n)) != v]
+
+
 def lanes(paths: list[str]) -> dict[str, str]:
     """Lane -> lock path, from lock file names; two locks for one lane is an error."""
     found: dict[str, str] = {}

@@ -27,6 +27,10 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.module_utils.errors import ArgumentValueError, ElementError, UnsupportedError
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_secrets
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import is_loopback
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
+    RESERVED as RESERVED_FLAGS,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
     control_characters,
 )
@@ -286,6 +290,12 @@ def _check_constraint(value, rule):
                 _check_constraint(item, rule["values"])
             except Invalid as exc:
                 raise Invalid(f"{key!r} {exc}") from exc
+    if rule.get("reserved_flags") and isinstance(value, dict):
+        # SGLang flags that have a variable of their own (gpuhost_profile_flags.RESERVED):
+        # refused here for every entry playbook, before the profile check reads the rest.
+        for key in value:
+            if key in RESERVED_FLAGS:
+                raise Invalid(f"no {key} (it is set through {RESERVED_FLAGS[key]})")
     if "keys" in rule and isinstance(value, dict):
         # Per-key rules for a mapping (e.g. one SGLang flag inside sglang_server_flags); a
         # key that is absent, or null (which removes it), is not checked.
@@ -487,6 +497,8 @@ def _check_rule(rule, converted, values):
         trigger_value = converted.get(trigger, values[trigger])
         unless = rule.get("unless_in", [])
         if not trigger_value or trigger_value in unless:
+            return None
+        if rule.get("unless_loopback") and is_loopback(trigger_value):
             return None
         needed_value = values.get(needed)
         if needed_value in (None, "", [], {}):

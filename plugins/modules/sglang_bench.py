@@ -139,6 +139,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_gpu_samples im
     parse_limits,
     summarize,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT  # noqa: E402 - after the doc blocks
 
 
 class Sampler:
@@ -216,7 +217,7 @@ def main():
         argument_spec={
             "python": {"type": "path", "required": True},
             "host": {"type": "str", "default": "127.0.0.1"},
-            "port": {"type": "int", "default": 30000},
+            "port": {"type": "int", "default": SERVER_PORT},
             "model": {"type": "str", "required": True},
             "served_model_name": {"type": "str", "default": ""},
             "tokenizer": {"type": "str", "default": ""},

@@ -84,13 +84,14 @@ verify:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_verify_checks import run_checks  # noqa: E402 - after the doc blocks
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "base_url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "base_url": {"type": "str", "default": f"http://127.0.0.1:{SERVER_PORT}"},
             "api_key": {"type": "str", "default": "", "no_log": True},
             "served_model_name": {"type": "str", "required": True},
             "questions": {"type": "list", "elements": "dict", "required": True},

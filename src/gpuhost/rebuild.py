@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import sys
 from datetime import datetime
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from gpuhost import inventory, record
+from gpuhost import inventory, record, runfacts
 from gpuhost.commands.base import Context, emit, execute
 from gpuhost.errors import EXIT_USAGE, GpuhostError
 from gpuhost.project import parse_extra_vars, resolve_inventories
@@ -137,13 +136,7 @@ def _vault_env(args: argparse.Namespace, ctx: Context) -> None:
 
 def stage_times(artifacts: Path) -> list[dict]:
     """[{stage, seconds}] of a rebuild run, from ansible-runner's job events."""
-    events = []
-    for path in sorted((artifacts).glob("*/job_events/*.json")):
-        try:
-            events.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    events.sort(key=lambda e: e.get("counter", 0))
+    events = sorted(runfacts.job_events(artifacts), key=lambda e: e.get("counter", 0))
     marks, end = [], None
     for event in events:
         created = event.get("created")

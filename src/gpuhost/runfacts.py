@@ -111,14 +111,30 @@ def resolve_run(value: str, runs_root: Path) -> Path:
     )
 
 
-def _event_files(run_dir: Path) -> list[Path]:
-    files = list((run_dir / "runner" / "artifacts").glob("*/job_events/*.json"))
+def job_events(artifacts: Path) -> list[dict]:
+    """ansible-runner's job events under an artifacts directory (<ident>/job_events/*.json),
+    in the order they happened; a file that does not parse is left out. The one reader of
+    job events: facts (below), the timeline's stages and a rebuild's stage times use it."""
+    files = list(Path(artifacts).glob("*/job_events/*.json"))
 
     def order(path: Path) -> tuple[int, str]:
         match = _EVENT_FILE.match(path.name)
         return (int(match.group(1)) if match else 0, path.name)
 
-    return sorted(files, key=order)
+    events = []
+    for path in sorted(files, key=order):
+        try:
+            event = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def run_events(run_dir: Path) -> list[dict]:
+    """The job events of a gpuhost run record (runs/<ts>/runner/artifacts)."""
+    return job_events(run_dir / "runner" / "artifacts")
 
 
 # role verify's public decision (roles/verify/tasks/preflight.yml, roles/verify/README.md):
@@ -140,11 +156,7 @@ def hosts_without_server(run_dir: Path) -> list[str]:
 def facts_from_events(run_dir: Path, names: tuple[str, ...] = ()) -> dict[str, dict]:
     """host -> {gpuhost_* fact (or one of `names`): last value set in the run}."""
     facts: dict[str, dict] = {}
-    for path in _event_files(run_dir):
-        try:
-            event = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for event in run_events(run_dir):
         if event.get("event") != "runner_on_ok":
             continue
         data = event.get("event_data") or {}

@@ -14,7 +14,6 @@ nothing to draw: no picture, no line (matplotlib alone costs seconds).
 from __future__ import annotations
 
 import contextlib
-import json
 from datetime import datetime
 from pathlib import Path
 
@@ -96,11 +95,7 @@ def _ts(text: object) -> float | None:
 
 
 def _events(run_dir: Path):
-    for path in runfacts._event_files(run_dir):
-        try:
-            event = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+    for event in runfacts.run_events(run_dir):
         if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
             yield event
 
