@@ -51,3 +51,18 @@ def test_one_reader_of_job_events(tmp_path):
         (events / f"{counter}-uuid.json").write_text(json.dumps({"counter": counter}))
     (events / "3-broken.json").write_text("{not json")
     assert [e["counter"] for e in runfacts.job_events(tmp_path)] == [1, 2, 10]
+
+
+def test_only_the_cli_imports_the_commands():
+    """The layers point one way: cli -> commands -> the rest. A module beside the commands
+    that imports one of them (as rebuild.py and models.py once did) is an upward import."""
+    upward = [
+        str(p.relative_to(SRC))
+        for p in _sources()
+        if p.parent == SRC
+        and p.name != "cli.py"
+        and re.search(
+            r"^\s*(from gpuhost\.commands|from gpuhost import .*\bcommands\b)", p.read_text(), re.M
+        )
+    ]
+    assert not upward, upward

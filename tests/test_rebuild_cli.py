@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuhost.rebuild import add_arguments, confirmation_text, select_vms, stage_times
+from gpuhost.commands.rebuild import add_arguments, confirmation_text, select_vms, stage_times
 
 STAGE_CHECK = "Check the Proxmox node's passthrough setup (read-only, as root on the node)"
 STAGE_SPEC = "Check the VM spec against Proxmox and the cluster before anything changes"
@@ -111,7 +111,7 @@ def test_stage_times_from_job_events(tmp_path):
 
 def test_stage_names_are_the_playbooks_task_names():
     """Each stage start is a task or play name in rebuild.yml or a playbook it imports."""
-    from gpuhost.rebuild import _STAGE_STARTS
+    from gpuhost.commands.rebuild import _STAGE_STARTS
 
     text = "".join(p.read_text() for p in (ROOT / "playbooks").glob("*.yml"))
     for stage, start in _STAGE_STARTS:
@@ -134,7 +134,7 @@ def test_rebuild_delete_model_disk_sets_the_variable_and_says_so():
 def test_rebuild_delete_model_disk_reaches_the_playbook(tmp_path, monkeypatch):
     """--delete-model-disk becomes proxmox_vm_destroy_model_disk=true for rebuild.yml; without
     it the variable is not set (the role's default keeps the disk)."""
-    import gpuhost.rebuild as rebuild
+    import gpuhost.commands.rebuild as rebuild
 
     seen = []
 

@@ -210,48 +210,28 @@ def _owned_by_nccl(name):
     return name.startswith(_NCCL_OWNED_PREFIXES) or name in _NCCL_OWNED_NAMES
 
 
-def validate(
-    effective, catalogue, gpu=None, nccl=None, policy=None, listen=None, nccl_overrides=None
-):
-    """Check an effective profile. Returns a dict:
+class _Report:
+    """What validate() collects, concern by concern: message lines and findings."""
 
-    errors / warnings / notes: lists of message lines;
-    findings: gpuhost_findings items (sglang_server.*);
-    flags: the final flag mapping (canonical names, the nccl decision applied).
+    def __init__(self):
+        self.errors, self.warnings, self.notes, self.findings = [], [], [], []
 
-    policy: {force_kv_cache_auto: bool, standin: bool}
-    listen: {host, port, api_key_set: bool, api_key_valid: bool}
-    nccl_overrides: the inventory's nccl_env_overrides (the socket interface across nodes).
-    """
-    policy = policy or {}
-    listen = listen or {}
-    errors, warnings, notes, findings = [], [], [], []
+
+def _check_rendered_text(effective, out):
+    """The values written into the unit or its env file."""
     # Everything below is rendered into the unit or its env file: a newline there would be
     # a new directive (the inventory's own values are refused earlier, by gpuhost.gpu.validate).
     for key in ("model", "served_model_name", "revision", "flags", "env"):
         bad = control_characters(effective.get(key))
         if bad:
-            errors.append(
+            out.errors.append(
                 f"{key}: got {effective[key]!r}; allowed: text without control characters "
                 f"(found {', '.join(bad)}): it is written into the systemd unit or its env file"
             )
-    cat = as_catalogue(catalogue)
-    # flags: as the user spelled them (rendered); canon: by the catalogue's name (the rules).
-    flags, canon, flag_errors, flag_warnings = check_flags(cat, effective["flags"])
-    errors += flag_errors
-    warnings += flag_warnings
-    findings.append(
-        _finding("flags", "fail", flag_errors[0], "see the run's error list")
-        if flag_errors
-        else _finding("flags", "pass", f"{len(flags)} flag(s) valid for sglang {cat.version}")
-    )
 
-    def get(name, default=None):
-        return canon.get(cat.options.get(name, name), default)
 
-    def has(name):
-        return cat.options.get(name, name) in canon
-
+def _check_remote_code(effective, get, policy, out):
+    """--trust-remote-code only from a commit sha."""
     # --trust-remote-code runs Python from the model repository inside the server: only from
     # a commit sha (a branch moves under the operator: whoever can push to it runs code on the
     # host). The revision checked is the one served, after the models lock pinned a branch.
@@ -271,18 +251,21 @@ def validate(
             "there), or drop --trust-remote-code"
         )
         if policy.get("standin"):
-            notes.append(f"{message} (not enforced: the stand-in runs no model code)")
-            findings.append(
+            out.notes.append(f"{message} (not enforced: the stand-in runs no model code)")
+            out.findings.append(
                 _finding("trust_remote_code", "pass", "stand-in: no model code runs here")
             )
         else:
-            errors.append(message)
-            findings.append(_finding("trust_remote_code", "fail", message, "pin a commit sha"))
+            out.errors.append(message)
+            out.findings.append(_finding("trust_remote_code", "fail", message, "pin a commit sha"))
     elif trust not in (None, False, "false", "False"):
-        findings.append(
+        out.findings.append(
             _finding("trust_remote_code", "pass", f"remote code only from commit {revision[:12]}")
         )
 
+
+def _check_tokenizer_workers(get, out):
+    """One tokenizer worker, or no key is checked."""
     # SGLang checks no key at all with more than one tokenizer worker (http_server.py: key
     # checking is only supported in single-tokenizer mode, 0.5.10.post1): the client key and
     # the admin key gpuhost always sets would both be ignored.
@@ -294,17 +277,12 @@ def validate(
             "client API key nor the admin key (its http_server.py supports keys in "
             "single-tokenizer mode only)"
         )
-        errors.append(message)
-        findings.append(_finding("tokenizer_workers", "fail", message, "remove the flag"))
+        out.errors.append(message)
+        out.findings.append(_finding("tokenizer_workers", "fail", message, "remove the flag"))
 
-    count, sms = gpu_summary(gpu)
-    no_gpu = count is None or count == 0
-    if no_gpu:
-        notes.append(
-            "no NVIDIA GPU visible (gpuhost_gpu): GPU-count and architecture checks skipped"
-            + (" (stand-in mode)" if policy.get("standin") else "")
-        )
 
+def _check_inert_flags(effective, get, has, sms, out):
+    """Flags that do nothing on this architecture."""
     # Flags that do nothing on this architecture or with these other flags: warn.
     inert = []
     attention = str(get("--attention-backend", ""))
@@ -332,8 +310,8 @@ def validate(
             "--fp8-gemm-backend is likely inert for an NVFP4 checkpoint; the NVFP4 GEMM "
             f"backend is --fp4-gemm-backend ({SOURCE}): remove it or use --fp4-gemm-backend"
         )
-    warnings += inert
-    findings.append(
+    out.warnings += inert
+    out.findings.append(
         _finding(
             "inert_flags",
             "warn",
@@ -344,6 +322,9 @@ def validate(
         else _finding("inert_flags", "pass", "no flag known to be inert on this host")
     )
 
+
+def _check_kv_cache(effective, get, has, sms, policy, out):
+    """The KV cache dtype of a DSA model."""
     # KV cache dtype for a DSA model on SM >= 10 (server_args.py; garbled on SM120: glm5.md).
     dsa = effective.get("dsa")
     if dsa is None:
@@ -358,16 +339,18 @@ def validate(
             f"({SOURCE})"
         )
         if policy.get("force_kv_cache_auto"):
-            warnings.append(message + "; kept because sglang_server_force_kv_cache_auto is true")
-            findings.append(
+            out.warnings.append(
+                message + "; kept because sglang_server_force_kv_cache_auto is true"
+            )
+            out.findings.append(
                 _finding("kv_cache_dtype", "warn", message, "set --kv-cache-dtype bf16")
             )
         else:
-            errors.append(
+            out.errors.append(
                 "sglang_server_flags: " + message + ": set '--kv-cache-dtype': bf16, or "
                 "sglang_server_force_kv_cache_auto: true to keep auto"
             )
-            findings.append(
+            out.findings.append(
                 _finding("kv_cache_dtype", "fail", message, "set --kv-cache-dtype bf16")
             )
     elif dsa and sms and 120 in sms and kv.startswith("fp8"):
@@ -375,16 +358,19 @@ def validate(
             f"--kv-cache-dtype {kv} on SM120 with a DSA model: reported to give garbled "
             f"output ({SOURCE})"
         )
-        warnings.append(message)
-        findings.append(_finding("kv_cache_dtype", "warn", message, "use bf16"))
+        out.warnings.append(message)
+        out.findings.append(_finding("kv_cache_dtype", "warn", message, "use bf16"))
     else:
-        findings.append(_finding("kv_cache_dtype", "pass", f"--kv-cache-dtype {kv}"))
+        out.findings.append(_finding("kv_cache_dtype", "pass", f"--kv-cache-dtype {kv}"))
 
+
+def _check_parallelism(effective, get, count, no_gpu, nccl_overrides, out):
+    """TP x PP x nodes against the GPUs."""
     # Tensor parallelism against the GPUs this host has.
     tp = effective["tp_size"]
     if not _intlike(tp) or int(tp) < 1:
-        errors.append(f"sglang_server_tp_size: got {tp!r}; allowed: an integer >= 1")
-        findings.append(_finding("tp_size", "fail", f"TP size {tp!r} is not an integer >= 1"))
+        out.errors.append(f"sglang_server_tp_size: got {tp!r}; allowed: an integer >= 1")
+        out.findings.append(_finding("tp_size", "fail", f"TP size {tp!r} is not an integer >= 1"))
     elif not no_gpu:
         tp = int(tp)
         pp = int(get("--pp-size", 1) or 1)
@@ -392,13 +378,13 @@ def validate(
         total = tp * pp
         ifname = nccl_rules.socket_ifname(nccl_overrides)
         if nnodes > 1 and ifname == nccl_rules.SOCKET_IFNAME_ONE_NODE:
-            errors.append(
+            out.errors.append(
                 f"nccl_env_overrides.NCCL_SOCKET_IFNAME: got {ifname!r} (role nccl's one-node "
                 f"default) with --nnodes {nnodes}; allowed: the interface the nodes reach "
                 "each other on (e.g. eth0, or ^lo,docker), set in nccl_env_overrides, with "
                 "the peers in sglang_server_firewall_cidrs: NCCL cannot span nodes over lo"
             )
-            findings.append(
+            out.findings.append(
                 _finding(
                     "nccl_socket_ifname",
                     "fail",
@@ -407,11 +393,11 @@ def validate(
                 )
             )
         if total % nnodes:
-            errors.append(
+            out.errors.append(
                 f"sglang_server_tp_size: TP {tp} x PP {pp} = {total} GPUs do not split evenly "
                 f"over --nnodes {nnodes}"
             )
-            findings.append(
+            out.findings.append(
                 _finding("tp_size", "fail", f"TP x PP {total} not divisible by {nnodes} nodes")
             )
         elif total // nnodes > count:
@@ -420,12 +406,12 @@ def validate(
                 f"Select a profile sized for {count} GPU(s) with sglang_server_profile "
                 f"(profiles/*.yml), or set sglang_server_tp_size <= {count} if the model fits"
             )
-            errors.append(
+            out.errors.append(
                 f"sglang_server_tp_size: got {tp}; this host has {count} GPU(s) and the profile "
                 f"needs {total // nnodes} per node (TP {tp} x PP {pp} / {nnodes} node(s)); "
                 f"allowed: TP x PP / nodes <= {count}. {fit}"
             )
-            findings.append(
+            out.findings.append(
                 _finding(
                     "tp_size",
                     "fail",
@@ -434,16 +420,19 @@ def validate(
                 )
             )
         elif total // nnodes < count:
-            warnings.append(
+            out.warnings.append(
                 f"TP {tp} x PP {pp} uses {total // nnodes} of this host's {count} GPUs; "
                 "the rest idle"
             )
-            findings.append(
+            out.findings.append(
                 _finding("tp_size", "warn", f"TP {tp} leaves {count - total // nnodes} GPU(s) idle")
             )
         else:
-            findings.append(_finding("tp_size", "pass", f"TP {tp} uses all {count} GPUs"))
+            out.findings.append(_finding("tp_size", "pass", f"TP {tp} uses all {count} GPUs"))
 
+
+def _check_custom_all_reduce(effective, get, nccl, flags, cat, out):
+    """Custom all-reduce, from the nccl decision."""
     # Custom all-reduce: the nccl role's GPU-pair facts, judged for this server's TP group(s)
     # by SGLang's own rule (gpuhost_nccl_car.py); an override there wins.
     car = nccl_car.for_server(
@@ -457,30 +446,33 @@ def validate(
         reason = car["reason"]
         if car["disable"]:
             flags["--disable-custom-all-reduce"] = True
-            notes.append(f"--disable-custom-all-reduce added by the nccl decision: {reason}")
+            out.notes.append(f"--disable-custom-all-reduce added by the nccl decision: {reason}")
         else:
-            notes.append(f"custom all-reduce left on by the nccl decision: {reason}")
-        findings.append(
+            out.notes.append(f"custom all-reduce left on by the nccl decision: {reason}")
+        out.findings.append(
             _finding(
                 "custom_all_reduce", "pass", f"{'off' if car['disable'] else 'on'} (nccl: {reason})"
             )
         )
     else:
-        notes.append(
+        out.notes.append(
             "the nccl decision is not known yet (role nccl runs later): custom all-reduce "
             "is settled when the server is configured"
         )
 
+
+def _check_listen(listen, out):
+    """The listening address and the API key."""
     # Listening address and API key (DESIGN invariants).
     host = str(listen.get("host", LOOPBACK_HOSTS[0]))
     if not is_loopback(host) and not listen.get("api_key_set"):
-        errors.append(
+        out.errors.append(
             f"sglang_server_host: got {host!r}, a non-loopback address, and sglang_server_api_key "
             "is empty; allowed: 127.0.0.1/::1, or set sglang_server_api_key (Vault or the "
             "GPUHOST_SGLANG_API_KEY environment variable). /health and /metrics answer without "
             "the key either way: firewall the port (sglang_server_firewall_cidrs)"
         )
-        findings.append(
+        out.findings.append(
             _finding(
                 "listen",
                 "fail",
@@ -489,16 +481,16 @@ def validate(
             )
         )
     elif listen.get("api_key_set") and not listen.get("api_key_valid", True):
-        errors.append(
+        out.errors.append(
             "sglang_server_api_key: the value (not shown) is not 16 or more of the characters "
             "A-Z a-z 0-9 . _ ~ + / = -; allowed: such a string (it is masked in logs by "
             "exact match)"
         )
-        findings.append(
+        out.findings.append(
             _finding("listen", "fail", "API key has characters that cannot be masked safely")
         )
     else:
-        findings.append(
+        out.findings.append(
             _finding(
                 "listen",
                 "pass",
@@ -507,30 +499,86 @@ def validate(
         )
     port = listen.get("port", SERVER_PORT)
     if not _intlike(port) or not 1 <= int(port) <= 65535:
-        errors.append(f"sglang_server_port: got {port!r}; allowed: an integer 1-65535")
+        out.errors.append(f"sglang_server_port: got {port!r}; allowed: an integer 1-65535")
 
+
+def _check_model_env(effective, out):
+    """The model and the server env."""
     if not effective["model"]:
-        errors.append(
+        out.errors.append(
             "sglang_server_model_id: empty and no profile selected (sglang_server_profile); "
             "allowed: a Hugging Face model id or a local path"
         )
     for name in effective["env"]:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            errors.append(f"sglang_server_extra_env: {name!r} is not an environment variable name")
+            out.errors.append(
+                f"sglang_server_extra_env: {name!r} is not an environment variable name"
+            )
         elif _owned_by_nccl(name):
             # The server env is merged over nccl.env: a NCCL_* (or gloo's interface) here
             # would silently undo role nccl's decision, e.g. the loopback binding of NCCL's
             # and gloo's sockets that no port rule covers.
-            errors.append(
+            out.errors.append(
                 f"sglang_server_extra_env (or the profile's env): {name} is role nccl's "
                 f"decision (nccl.env, with its reason); allowed: set it in "
                 f"nccl_env_overrides.{name}, never in the server's env"
             )
 
+
+def validate(
+    effective, catalogue, gpu=None, nccl=None, policy=None, listen=None, nccl_overrides=None
+):
+    """Check an effective profile. Returns a dict:
+
+    errors / warnings / notes: lists of message lines;
+    findings: gpuhost_findings items (sglang_server.*);
+    flags: the final flag mapping (canonical names, the nccl decision applied).
+
+    policy: {force_kv_cache_auto: bool, standin: bool}
+    listen: {host, port, api_key_set: bool, api_key_valid: bool}
+    nccl_overrides: the inventory's nccl_env_overrides (the socket interface across nodes).
+    """
+    policy = policy or {}
+    listen = listen or {}
+    out = _Report()
+    _check_rendered_text(effective, out)
+    cat = as_catalogue(catalogue)
+    # flags: as the user spelled them (rendered); canon: by the catalogue's name (the rules).
+    flags, canon, flag_errors, flag_warnings = check_flags(cat, effective["flags"])
+    out.errors += flag_errors
+    out.warnings += flag_warnings
+    out.findings.append(
+        _finding("flags", "fail", flag_errors[0], "see the run's error list")
+        if flag_errors
+        else _finding("flags", "pass", f"{len(flags)} flag(s) valid for sglang {cat.version}")
+    )
+
+    def get(name, default=None):
+        return canon.get(cat.options.get(name, name), default)
+
+    def has(name):
+        return cat.options.get(name, name) in canon
+
+    _check_remote_code(effective, get, policy, out)
+    _check_tokenizer_workers(get, out)
+    count, sms = gpu_summary(gpu)
+    no_gpu = count is None or count == 0
+    if no_gpu:
+        out.notes.append(
+            "no NVIDIA GPU visible (gpuhost_gpu): GPU-count and architecture checks skipped"
+            + (" (stand-in mode)" if policy.get("standin") else "")
+        )
+
+    _check_inert_flags(effective, get, has, sms, out)
+    _check_kv_cache(effective, get, has, sms, policy, out)
+    _check_parallelism(effective, get, count, no_gpu, nccl_overrides, out)
+    _check_custom_all_reduce(effective, get, nccl, flags, cat, out)
+    _check_listen(listen, out)
+    _check_model_env(effective, out)
     return {
-        "errors": errors,
-        "warnings": warnings,
-        "notes": notes,
-        "findings": findings,
+        "errors": out.errors,
+        "warnings": out.warnings,
+        "notes": out.notes,
+        "findings": out.findings,
         "flags": flags,
     }

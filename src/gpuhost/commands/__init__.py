@@ -7,35 +7,45 @@ A command module has
     HELP: str     one line for `gpuhost --help`; default: its docstring's first line
 
 To add a command: write gpuhost/commands/<name>.py (base.py has the shared options and the
-run/record/summary steps) and add "<name>" to REGISTRY; a module elsewhere is listed by its
-full name ("gpuhost.thing").
+run/record/summary steps), import it here and add it to REGISTRY.
 """
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
+from gpuhost.commands import (
+    bench,
+    check,
+    doctor,
+    models,
+    provision,
+    rebuild,
+    report,
+    rollback,
+    update,
+    verify,
+    vm,
+)
+
 # The order is the order of `gpuhost --help`.
-REGISTRY = (
-    "provision",
-    "check",
-    "verify",
-    "bench",
-    "report",
-    "update",
-    "rollback",
-    "doctor",
-    "models",
-    "rebuild",
-    "vm",
+REGISTRY: tuple[ModuleType, ...] = (
+    provision,
+    check,
+    verify,
+    bench,
+    report,
+    update,
+    rollback,
+    doctor,
+    models,
+    rebuild,
+    vm,
 )
 
 
 def load() -> list[ModuleType]:
-    return [
-        importlib.import_module(name if "." in name else f"{__name__}.{name}") for name in REGISTRY
-    ]
+    return list(REGISTRY)
 
 
 def name_of(command: ModuleType) -> str:
