@@ -209,3 +209,18 @@ def run_playbook(args, facts_dir, env=None, timeout=300):
         timeout=timeout,
         check=False,
     )
+
+
+def run_debug_play(tmp_path, *messages, timeout=120):
+    """The real ansible-playbook on localhost, one debug task per message (a Jinja string):
+    how a test asks Ansible itself what a filter or test of the collection renders.
+    Returns (rc, log)."""
+    import json
+
+    play = tmp_path / "play.yml"
+    tasks = "".join(
+        f"    - ansible.builtin.debug:\n        msg: {json.dumps(m)}\n" for m in messages
+    )
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + tasks)
+    out = run_playbook(["-i", "localhost,", play], tmp_path / "facts", timeout=timeout)
+    return out.returncode, out.stdout + out.stderr

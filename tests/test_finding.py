@@ -4,8 +4,6 @@ collection reports, in Python and (filter gpuhost.gpu.finding) in the roles' Jin
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import
     merge_findings,
     prefixed,
 )
+from gpuhost_fakes import run_debug_play
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,23 +57,10 @@ def test_no_finding_is_built_by_hand():
 
 
 def test_the_filter_through_ansible(tmp_path):
-    play = tmp_path / "play.yml"
-    play.write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.debug:\n"
-        "        msg: \"{{ 'x.y' | gpuhost.gpu.finding('warn', 'said', 'do') | to_json }}\"\n"
-        "    - ansible.builtin.debug:\n"
-        "        msg: \"{{ 'x.y' | gpuhost.gpu.finding('maybe', 'said') }}\"\n"
+    rc, log = run_debug_play(
+        tmp_path,
+        "{{ 'x.y' | gpuhost.gpu.finding('warn', 'said', 'do') | to_json }}",
+        "{{ 'x.y' | gpuhost.gpu.finding('maybe', 'said') }}",
     )
-    out = subprocess.run(
-        [Path(sys.executable).parent / "ansible-playbook", "-i", "localhost,", play],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "PATH": "/usr/bin:/bin"},
-        check=False,
-        timeout=120,
-    )
-    log = out.stdout + out.stderr
     assert '"check": "x.y", "status": "warn", "message": "said", "fix": "do"' in log, log
-    assert out.returncode == 2 and "'maybe' is not one of" in log, log
+    assert rc == 2 and "'maybe' is not one of" in log, log

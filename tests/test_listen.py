@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_listen as listen
-from gpuhost_fakes import ROOT
+from gpuhost_fakes import ROOT, run_debug_play
 from test_validate import errors_for
 
 HOME = ROOT / "plugins" / "module_utils" / "gpuhost_listen.py"
@@ -100,19 +98,10 @@ def test_unless_loopback_in_the_constraints():
 
 
 def test_the_filters_through_ansible(tmp_path):
-    play = tmp_path / "play.yml"
-    play.write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
-        "    - ansible.builtin.debug:\n"
-        "        msg: \"LOOP={{ ['::1', '0.0.0.0'] | map('gpuhost.gpu.is_loopback') | list }}"
-        " KEY={{ ('k' * 16) | gpuhost.gpu.api_key_valid }},"
-        "{{ 'k k' | gpuhost.gpu.api_key_valid }}\"\n"
+    rc, log = run_debug_play(
+        tmp_path,
+        "LOOP={{ ['::1', '0.0.0.0'] | map('gpuhost.gpu.is_loopback') | list }} "
+        "KEY={{ ('k' * 16) | gpuhost.gpu.api_key_valid }},{{ 'k k' | gpuhost.gpu.api_key_valid }}",
     )
-    out = subprocess.run(
-        [Path(sys.executable).parent / "ansible-playbook", "-i", "localhost,", play],
-        capture_output=True, text=True, cwd=ROOT, check=False, timeout=120,
-        env={"ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log
+    assert rc == 0, log
     assert "LOOP=[True, False] KEY=True,False" in log, log
