@@ -117,7 +117,7 @@ def role_run(work: Path, lock: Path, python: str, **extra_vars) -> tuple[float, 
     returns the wall time, the time inside the play and whether it synced."""
     playbook = work / "role.yml"
     playbook.write_text("---\n" + ROLE_PLAYBOOK)
-    # The shared settings (group_vars/all, README "Settings") load beside the playbook.
+    # The shared settings (group_vars/all, docs/ARCHITECTURE.md "Settings") load beside it.
     if not (work / "group_vars").exists():
         (work / "group_vars").symlink_to(REPO / "group_vars")
     extra = {

@@ -1,6 +1,6 @@
 """The benches' setup paths, run for real (no GPU, no container started).
 
-bench/nccl-allreduce.sh as the README shows it: the real script, the real bench/nccl.yml and
+bench/nccl-allreduce.sh as docs/numbers.md shows it: the real script, the real bench/nccl.yml and
 nccl role on this machine (connection local, no GPU: the role derives an empty env and skips
 the sweep), into a scratch copy of the checkout's paths (the role's directories under tmp).
 Before bench/group_vars linked the project's group_vars/, the role's settings check stopped

@@ -153,6 +153,12 @@ def _argparse_resolve(parser, arg):
     except (argparse.ArgumentError, SystemExit):
         return "ambiguous"
     # (action, option_string, [sep,] explicit_arg) across Python 3.11-3.13; None = positional.
+    # Newer 3.12/3.13 releases return a list of such tuples, one per option the string could
+    # be: more than one is an ambiguous prefix (the caller's error, there).
+    if isinstance(parsed, list):
+        if len(parsed) > 1:
+            return "ambiguous"
+        parsed = parsed[0] if parsed else None
     if not parsed or parsed[0] is None:
         return None
     return parsed[1]

@@ -175,7 +175,7 @@ def test_diff_is_empty_for_the_same_config_in_another_key_order():
 
 
 def test_the_example_inventory_vm_is_in_both_groups_and_valid():
-    """inventory/proxmox-example: the VM is in proxmox_vms and gpu_hosts (README), and its
+    """inventory/proxmox-example: the VM is in proxmox_vms and gpu_hosts (docs/rebuild.md), and its
     spec passes the offline checks (the secret comes from the environment, here a stand-in)."""
     inv = ROOT / "inventory" / "proxmox-example"
     hosts = yaml.safe_load((inv / "hosts.yml").read_text())["all"]["children"]

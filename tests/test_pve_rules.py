@@ -161,7 +161,7 @@ RULES = [
 
 
 class Node:
-    """The stand-in called as proxmoxer calls Proxmox (without HTTP), with the README's token."""
+    """The stand-in called as proxmoxer calls Proxmox (no HTTP), with docs/rebuild.md's token."""
 
     def __init__(self, tweak=None):
         self.api = PveStandin()

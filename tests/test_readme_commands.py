@@ -71,7 +71,7 @@ COMMANDS = documented_commands()
 
 
 def test_the_readme_commands_are_found():
-    # The README's measured numbers name these three; finding fewer means the parser broke.
+    # docs/numbers.md name these three; finding fewer means the parser broke.
     spelled = {c for c, _ in COMMANDS}
     assert {
         ".venv/bin/python bench/python_env.py",

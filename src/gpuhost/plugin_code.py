@@ -1,6 +1,6 @@
 """The one way the CLI runs the collection's own code (plugins/module_utils), so that the CLI
 and the plugins decide with the same functions: the secret names (redaction.py), the finding
-shape (findings.py), the models lock (models.py).
+shape (findings.py), the models lock (commands/models.py).
 
 A module is imported as collection code when the collection is installed
 (ansible_collections.gpuhost.gpu), else loaded from the checkout this package runs from (an

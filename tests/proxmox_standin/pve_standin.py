@@ -931,7 +931,7 @@ def main(argv=None):
     return 0
 
 
-# The least-privilege token of the README: what the proxmox_vm role needs, nothing more
+# The least-privilege token of docs/rebuild.md: what the proxmox_vm role needs, nothing more
 # (Datastore.AllocateSpace is checked by Proxmox on disk allocation, not by this stand-in).
 ALL_PRIVS = [
     "VM.Allocate",
