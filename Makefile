@@ -13,7 +13,7 @@ UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
 MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics
 
-.PHONY: help venv docker images lint unit collection molecule rebuild-e2e beside test demo demo-clean clean lock vm-smoke
+.PHONY: help venv docker images lint unit collection molecule rebuild-e2e controller-next beside test demo demo-clean clean lock vm-smoke
 
 help:
 	@echo "make demo   - provision a local sandbox container twice and print the report"
@@ -21,6 +21,7 @@ help:
 	@echo "make lock   - re-resolve locks/*.in into hashed locks/*.txt (uv pip compile)"
 	@echo "make collection - build gpuhost.gpu, install the tarball, run a play from it"
 	@echo "make rebuild-e2e - gpuhost rebuild end to end against the Proxmox API stand-in"
+	@echo "make controller-next - unit tests and molecule default on Python 3.13, ansible-core 2.21, ansible 14"
 	@echo "make vm-smoke - one real QEMU VM (Secure Boot on): check + provision --tags host (slow, not in make test)"
 	@echo "make lint | unit | molecule | images | venv | clean"
 
@@ -57,6 +58,12 @@ collection: venv
 rebuild-e2e: venv images
 	@GPUHOST_REBUILD_E2E=1 $(STAGE) rebuild-e2e pytest -q -p no:cacheprovider tests/test_proxmox_rebuild.py
 
+# The controller matrix's newer line (docs/controllers.md): the unit tests and molecule
+# scenario default on Debian 13's Python 3.13 with ansible-core 2.21 and the ansible 14
+# package, in a container that drives this machine's docker. Part of make test (beside).
+controller-next: venv images
+	@$(STAGE) controller-next scripts/controller-next.sh
+
 # A scenario that fails runs once more: the stage table keeps the failed first run (its cause
 # is printed at its end, scripts/stage.sh), so a flake is reported, never hidden, and a real
 # failure fails twice. Stage logs: .cache/stages/.
@@ -68,14 +75,15 @@ molecule: venv images
 	done
 
 # Beside the molecule scenarios, in a second lane: the unit tests (CPU-bound, next to container
-# work that mostly waits), then rebuild-e2e and the newcomer's path (make demo, which starts
-# with `gpuhost check` on the blank sandbox). On a 2-core CI machine this lane finishes well
+# work that mostly waits), then rebuild-e2e, the newcomer's path (make demo, which starts
+# with `gpuhost check` on the blank sandbox) and the newer controller line (controller-next). On a 2-core CI machine this lane finishes well
 # inside the molecule lane, so its ~15 min cost no wall time. The demo keeps its run records
 # apart (GPUHOST_RUNS_DIR) so that it never reads a run that a molecule test made.
 beside: venv images
 	@rc=0; $(MAKE) --no-print-directory unit || rc=1; \
 	  $(MAKE) --no-print-directory rebuild-e2e || rc=1; \
 	  GPUHOST_RUNS_DIR=$(CURDIR)/.cache/demo-runs $(STAGE) demo scripts/demo.sh || rc=1; \
+	  $(MAKE) --no-print-directory controller-next || rc=1; \
 	  exit $$rc
 
 test:

@@ -122,11 +122,17 @@ def client() -> dict[str, Path]:
     """The bench client venv and the tokenizer directory, built once per content (cached)."""
     requirements = lock_entries(LOCK.read_text(encoding="utf-8"), CLIENT)
     shim = SHIM.read_text(encoding="utf-8")
-    base_python = Path(sys._base_executable).resolve()  # the interpreter behind .venv
     wanted = re.search(r"--python-version (\S+)", LOCK.read_text(encoding="utf-8")).group(1)
-    if f"{sys.version_info.major}.{sys.version_info.minor}" != wanted:
+    # The client runs on the lock's Python: the interpreter behind .venv when it is that one,
+    # else a python<wanted> on PATH (a newer controller, scripts/controller-next.sh).
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == wanted:
+        base_python = Path(sys._base_executable).resolve()
+    elif shutil.which(f"python{wanted}"):
+        base_python = Path(shutil.which(f"python{wanted}")).resolve()
+    else:
         pytest.fail(
-            f"{LOCK.name} is resolved for Python {wanted}; this is {sys.version.split()[0]}"
+            f"{LOCK.name} is resolved for Python {wanted}; this is {sys.version.split()[0]} "
+            f"and no python{wanted} is on PATH"
         )
     key = hashlib.sha256(
         "\0".join([requirements, TOKENIZER_PACKAGE, shim, str(base_python)]).encode()
