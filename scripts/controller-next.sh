@@ -31,6 +31,11 @@ py311=$("$root/.venv/bin/python" -c 'import sys; print(sys.base_prefix)')
 rm -rf "$src"
 mkdir -p "$src"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$src"
+# The venvs of the sglang wheels and the bench client are the checkout's (the same locks on
+# the same lent 3.11): shared, not built twice (they are GBs).
+mkdir -p "$root/.cache/sglang-venvs" "$root/.cache/bench-e2e" "$src/.cache"
+ln -sfn "$root/.cache/sglang-venvs" "$src/.cache/sglang-venvs"
+ln -sfn "$root/.cache/bench-e2e" "$src/.cache/bench-e2e"
 # Molecule finds the project (and its .config/molecule/config.yml) by the git top level.
 git -C "$src" init -q
 mkdir -p "$src/.collections/ansible_collections/gpuhost"
@@ -48,9 +53,10 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 command -v ssh >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-client dpkg-dev make git >/dev/null; }
 cd "$SRC"
-uv venv -q .venv -p /usr/bin/python3
-VIRTUAL_ENV=$SRC/.venv uv pip install -q --require-hashes --no-deps -r locks/uv-*.txt
-VIRTUAL_ENV=$SRC/.venv UV_OVERRIDE=$OVERRIDE uv pip install -q -e '.[test]'
+uv=/opt/controller-next/uv  # off PATH: the tests see only the venv's own uv, as on the host
+"$uv" venv -q .venv -p /usr/bin/python3
+VIRTUAL_ENV=$SRC/.venv "$uv" pip install -q --require-hashes --no-deps -r locks/uv-*.txt
+VIRTUAL_ENV=$SRC/.venv UV_OVERRIDE=$OVERRIDE "$uv" pip install -q -e '.[test]'
 touch .venv/.stamp
 export PATH=$SRC/.venv/bin:$PATH:$PY311/bin ANSIBLE_CONFIG=$SRC/ansible.cfg
 python --version
@@ -66,7 +72,8 @@ args=("$@")
 ((${#args[@]})) || args=(tests)
 exec docker run --rm --network host --name gpuhost-controller-next \
   -v /tmp:/tmp -v "$work:$work" -v /var/run/docker.sock:/var/run/docker.sock \
-  -v "$(command -v docker):/usr/local/bin/docker:ro" -v "$uv:/usr/local/bin/uv:ro" \
+  -v "$root/.cache/sglang-venvs:$root/.cache/sglang-venvs" -v "$root/.cache/bench-e2e:$root/.cache/bench-e2e" \
+  -v "$(command -v docker):/usr/local/bin/docker:ro" -v "$uv:/opt/controller-next/uv:ro" \
   -v /etc/ssl/certs:/etc/ssl/certs:ro -v "$py311:$py311:ro" \
   -e SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt -e SRC="$src" -e SCENARIO="$scenario" \
   -e OVERRIDE="$work/override.txt" -e PY311="$py311" -e UV_PYTHON_DOWNLOADS=never \
