@@ -79,3 +79,72 @@ def test_a_host_without_systemd_now_stops_at_preflight():
     gpu = {"present": False, "count": 0, "gpus": [], "pci_devices": [], "driver": {}}
     (found,) = [f for f in preflight_findings(gpu, host, {}) if f["check"] == "preflight.systemd"]
     assert found["status"] == "fail" and "PID 1 is 'process_api'" in found["message"]
+
+
+# --- The re-record after preflight.systemd (2026-12-06, an H100 on the same machine image) ---
+
+RECORD_2 = FIXTURES / "h100-2026-12-06"
+
+
+def _report_2(name: str) -> dict:
+    return json.loads((RECORD_2 / f"report-{name}.json").read_text())
+
+
+def _finding_2(report: dict, check: str) -> dict:
+    (found,) = [f for f in report["findings"]["localhost"] if f["check"] == check]
+    return found
+
+
+def _systemd_rule_for_the_recorded_host() -> dict:
+    """What preflight says today for the host the record shows: no /run/systemd/system, PID 1
+    named as machine.txt recorded it (`cat /proc/1/comm`)."""
+    machine = (RECORD_2 / "machine.txt").read_text().splitlines()
+    assert any("/run/systemd/system': No such file or directory" in line for line in machine)
+    pid1 = machine[machine.index(next(m for m in machine if "/run/systemd/system" in m)) + 1]
+    host = collect_host(FakeProbe(files={"/proc/1/comm": pid1 + "\n"}))
+    gpu = {"present": False, "count": 0, "gpus": [], "pci_devices": [], "driver": {}}
+    (found,) = [f for f in preflight_findings(gpu, host, {}) if f["check"] == "preflight.systemd"]
+    return found
+
+
+def test_the_managed_run_now_stops_at_the_preflight_gate_before_any_change():
+    """The same command that ended in model_cache's bare "Error executing command." on
+    2026-12-03 now stops in preflight, naming PID 1, with nothing planned or changed."""
+    report = _report_2("managed")
+    assert report["rc"] != 0 and report["changed_tasks"] == []
+    assert [s["name"] for s in report["stages"]] == ["preflight"]
+    assert _finding_2(report, "preflight.systemd") == _systemd_rule_for_the_recorded_host()
+    (failed,) = report["failed_tasks"]
+    assert failed["task"] == "preflight : Stop before any change when a check failed"
+    assert failed["message"].startswith("preflight.systemd | not booted with systemd")
+    log = (RECORD_2 / "check-managed.txt").read_text()
+    assert "model_cache :" not in log and "FAIL  localhost  preflight.systemd" in log
+    # With the managed Python the Python rule passes; systemd is the one failure.
+    fails = [f["check"] for f in report["findings"]["localhost"] if f["status"] == "fail"]
+    assert fails == ["preflight.systemd"]
+
+
+def test_the_default_run_names_both_failures_in_one_gate():
+    """Default settings on Ubuntu 24.04 without systemd: both fails in the one gate message,
+    each with its fix, so the user fixes both before the next run."""
+    report = _report_2("default")
+    assert report["rc"] != 0 and report["changed_tasks"] == []
+    fails = {f["check"] for f in report["findings"]["localhost"] if f["status"] == "fail"}
+    assert fails == {"preflight.systemd", "python_env.python"}
+    (failed,) = report["failed_tasks"]
+    assert "preflight.systemd |" in failed["message"]
+    assert "python_env.python |" in failed["message"]
+    assert gpuhost_python_env.python_fit_finding("system", **HOST) == _finding_2(
+        report, "python_env.python"
+    )
+
+
+def test_preflight_alone_reports_every_finding_and_fails_on_the_host_without_systemd():
+    """`-t preflight`: exit 0 on 2026-12-03 (no systemd rule then); now non-zero, with the
+    GPU findings of a real H100 all there."""
+    report = _report_2("preflight")
+    assert report["rc"] != 0 and report["changed_tasks"] == []
+    checks = {f["check"]: f["status"] for f in report["findings"]["localhost"]}
+    for check in ("preflight.gpu_present", "preflight.driver", "preflight.pcie_links"):
+        assert checks[check] == "pass"
+    assert checks["preflight.systemd"] == "fail"
