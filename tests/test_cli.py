@@ -203,6 +203,9 @@ def test_no_matching_host_exits_2(gpuhost, local_inventory):
     # Refused before a run record, naming the inventory's hosts; no empty sections.
     assert f"--limit 'nosuchhost' matches no host of inventory {local_inventory}" in proc.stderr
     assert f"its hosts: {HOST}" in proc.stderr
+    # Said once, in gpuhost's words: Ansible's own warning for the pattern is not shown too.
+    assert "Could not match supplied host pattern" not in proc.stderr
+    assert proc.stderr.count("nosuchhost") == 1
     assert proc.stdout == ""
     assert not gpuhost.runs.exists()
 

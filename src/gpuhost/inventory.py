@@ -88,9 +88,12 @@ def hosts_in_group(inventories: list[Path], group: str, limit: str | None) -> li
     """Hosts of `group` that `limit` (an Ansible pattern, None for all) matches, in
     inventory order."""
     manager, _ = load(inventories)
-    if limit:
-        manager.subset(limit)
-    return [h.name for h in manager.get_hosts(group)]
+    # Ansible warns "Could not match supplied host pattern" when the pattern is evaluated
+    # (in get_hosts, not subset): the CLI says it once, in its own words (below).
+    with _parse_failures():
+        if limit:
+            manager.subset(limit)
+        return [h.name for h in manager.get_hosts(group)]
 
 
 def connection_targets(inventories: list[Path], limit: str | None) -> list[str]:
@@ -100,10 +103,10 @@ def connection_targets(inventories: list[Path], limit: str | None) -> list[str]:
     from ansible.vars.manager import VariableManager
 
     manager, loader = load(inventories)
-    if limit:
-        with _parse_failures():
+    with _parse_failures():
+        if limit:
             manager.subset(limit)
-    selected = manager.get_hosts("all")
+        selected = manager.get_hosts("all")
     if limit and not selected and limit not in ("localhost", "127.0.0.1"):
         names = list(manager.hosts) or ["none"]
         shown = ", ".join(sorted(names)[:20]) + (" ..." if len(names) > 20 else "")
