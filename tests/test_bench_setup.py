@@ -7,10 +7,10 @@ Before bench/group_vars linked the project's group_vars/, the role's settings ch
 it ("nccl_env_overrides: not defined ..."), and an absolute OUT was written under the
 checkout.
 
-The container benches (bench/blank_to_serving.py, bench/rolling_update.py, bench/rebuild.py)
-check docker and its images before anything, and start containers only with
---start-containers: a `docker` on PATH that records its calls proves no `docker run`
-happened.
+The container benches (bench/blank_to_serving.py, bench/rolling_update.py, bench/rebuild.py,
+bench/noop_converge.py) check docker and its images before anything, and start containers
+only with --start-containers: a `docker` on PATH that records its calls proves no `docker
+run` happened.
 """
 
 from __future__ import annotations
@@ -26,7 +26,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTAINER_BENCHES = ["bench/blank_to_serving.py", "bench/rolling_update.py", "bench/rebuild.py"]
+CONTAINER_BENCHES = [
+    "bench/blank_to_serving.py",
+    "bench/rolling_update.py",
+    "bench/rebuild.py",
+    "bench/noop_converge.py",
+]
 
 
 def _shell_env(**extra: str) -> dict[str, str]:
