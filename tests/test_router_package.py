@@ -9,11 +9,12 @@ sglang_router_extra_args; the /workers filters read smg's answer; the add call c
 router's worker key only when it has one. The launcher and unit rendering for both packages
 are in tests/test_argv_injection.py (with the real parsers of both wheels).
 
-Wheel test (skipped with GPUHOST_SKIP_WHEEL_TESTS=1; its venv under .cache/sglang-venvs/ is
-made from locks/smg-<version>.txt): the real smg, started through gpuhost-router-launch with a
-keys file on stdin, in front of the SGLang stand-in (tests/standin/, a test double) that
-requires the worker key: the worker API calls of tasks/add_back.yml and tasks/drain.yml, in
-the shape those tasks send them, do what the role waits for.
+Wheel test (skipped with GPUHOST_SKIP_WHEEL_TESTS=1; its venvs under .cache/sglang-venvs/ are
+made from the locks): each real router, smg and sglang-router, started through
+gpuhost-router-launch with a keys file on stdin, in front of the SGLang stand-in
+(tests/standin/, a test double) that requires the worker key: the worker API calls of
+tasks/add_back.yml and tasks/drain.yml, in the shape those tasks send them, do what the role
+waits for.
 """
 
 from __future__ import annotations
@@ -299,13 +300,14 @@ def _until(check, seconds):
 
 
 @SKIP_WHEELS
-def test_real_smg_behind_the_launcher_adds_drains_and_readds_a_keyed_worker(tmp_path):
+@pytest.mark.parametrize("package", sorted(router.IMPLEMENTATIONS))
+def test_real_router_behind_the_launcher_adds_drains_and_readds_a_keyed_worker(tmp_path, package):
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import sglang_catalogue
     finally:
         sys.path.pop(0)
-    impl = router.implementation("smg")
+    impl = router.implementation(package)
     venv = sglang_catalogue.ensure_venv(ROOT / "locks" / impl["lock"])
     worker_key, admin_key = "worker-key-0123456789", "admin-key-0123456789"
     port, prom, w1, w2 = _free_ports(4)
