@@ -6,10 +6,10 @@ server's or router's listener past its variables, its port rule and its key. Uni
 validation refuses those, naming the flag and value, and render_args never emits a value
 that starts an option. Wheel tests (skipped with GPUHOST_SKIP_WHEEL_TESTS=1, like
 tests/test_sglang_catalogue.py, whose venvs under .cache/sglang-venvs/ they share): the real
-argparse of each pinned sglang (ServerArgs.add_cli_args) and of the pinned sglang-router
-(sglang_router.launch_router.parse_router_args) parse the rendered argv to the host and port
-of the variables. The router launcher runs with a keys file on stdin and a stand-in
-`sglang_router.launch_router` (a test double, written below) that records its
+argparse of each pinned sglang (ServerArgs.add_cli_args) and of each pinned router, smg and
+sglang-router (<module>.launch_router.parse_router_args), parse the rendered argv to the host
+and port of the variables. The router launcher runs with a keys file on stdin and a stand-in
+`<module>.launch_router` (a test double, written below) that records its
 /proc/self/environ, argv and stdin: the keys appear only in argv, each flag one word.
 """
 
@@ -161,11 +161,14 @@ def test_router_worker_url_allowed(url):
     assert router.worker_url_problem(url) is None
 
 
-def _router_unit(extra=None):
+PACKAGES = sorted(router.IMPLEMENTATIONS)
+
+
+def _router_unit(extra=None, package=router.DEFAULT_PACKAGE):
     path = ROOT / "roles" / "sglang_router" / "templates" / "sglang-router.service.j2"
     values = {
         "ansible_managed": "managed",
-        "sglang_router_version": "0.3.2",
+        "_sglang_router_impl": router.implementation(package),
         "_sglang_router_worker_urls": ["http://10.0.0.1:30000", "http://10.0.0.2:30000"],
         "gpuhost_service_user": "gpuhost",
         "gpuhost_service_group": "gpuhost",
@@ -233,15 +236,16 @@ def test_router_tasks_migrate_the_old_secrets_file():
 
 # --- (c) the router launcher: keys on stdin, never in the environment ------------------
 
-# A test double of sglang_router.launch_router: records what the router would have been
-# given (its argv, its kernel environ, what its stdin is) and exits.
+# A test double of <module>.launch_router (smg, sglang_router): records what the router would
+# have been given (its argv, its kernel environ, what its stdin is, which module ran) and exits.
 STANDIN = textwrap.dedent(
     """
-    # Test double of sglang_router.launch_router (tests/test_argv_injection.py).
+    # Test double of <module>.launch_router (tests/test_argv_injection.py).
     import json, os, sys
     with open("/proc/self/environ", "rb") as handle:
         environ = handle.read().decode("utf-8", "replace")
     record = {
+        "module": __spec__.name,
         "argv": sys.argv,
         "environ": environ,
         "os_environ": dict(os.environ),
@@ -256,10 +260,11 @@ ADMIN_KEY = "--admin:key=with-colons"
 
 
 def run_launcher(tmp_path, argv, keys_text, env=None):
-    package = tmp_path / "standin" / "sglang_router"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("# test double package\n")
-    (package / "launch_router.py").write_text(STANDIN)
+    for module in ("smg", "sglang_router"):
+        package = tmp_path / "standin" / module
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("# test double package\n")
+        (package / "launch_router.py").write_text(STANDIN)
     keys = tmp_path / "router.keys"
     keys.write_text(keys_text)
     record = tmp_path / "record.json"
@@ -286,12 +291,47 @@ def _keys_text():
     return f"# managed\napi_key={WORKER_KEY}\nadmin_key={ADMIN_KEY}\n"
 
 
-def test_launcher_keys_only_in_argv(tmp_path):
-    argv = _router_argv(_router_unit(), ["http://10.0.0.1:30000"])
+def _own(package=router.DEFAULT_PACKAGE):
+    """The launcher's own leading words for `package`, as the unit renders them."""
+    impl = router.implementation(package)
+    return [
+        f"--gpuhost-entry={impl['entry']}",
+        f"--gpuhost-api-key-flag={impl['flags']['api_key']}",
+        f"--gpuhost-admin-key-flag={impl['flags']['admin_keys']}",
+        f"--gpuhost-worker-urls-flag={impl['flags']['worker_urls']}",
+    ]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_unit_names_the_launcher_entry_and_flags_of_the_package(package):
+    impl = router.implementation(package)
+    argv = _router_argv(_router_unit(package=package), ["http://10.0.0.1:30000"])
+    assert argv[:4] == _own(package)
+    assert impl["entry"] == {"smg": "smg.launch_router"}.get(package, "sglang_router.launch_router")
+    flags = impl["flags"]
+    rest = argv[4:]
+    for key, value in (
+        ("host", "10.1.2.3"),
+        ("port", "31001"),
+        ("policy", "round_robin"),
+        ("prometheus_host", "127.0.0.1"),
+        ("prometheus_port", "29001"),
+    ):
+        assert rest[rest.index(flags[key]) + 1] == value, (key, rest)
+    assert rest[-2:] == [flags["worker_urls"], "http://10.0.0.1:30000"]
+    unit = _router_unit(package=package)
+    assert f"Description={package} {impl['version']} (gpuhost): fronts 2 SGLang worker(s)" in unit
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_launcher_keys_only_in_argv(tmp_path, package):
+    argv = _router_argv(_router_unit(package=package), ["http://10.0.0.1:30000"])
     proc, record = run_launcher(tmp_path, argv, _keys_text())
     assert proc.returncode == 0, proc.stderr
+    assert record["module"] == router.implementation(package)["entry"]
+    # The launcher's own words are not passed on; the keys come last, one word each.
     assert record["argv"][1:] == [
-        *argv,
+        *argv[4:],
         f"--api-key={WORKER_KEY}",
         f"--control-plane-api-keys=gpuhost:gpuhost:admin:{ADMIN_KEY}",
     ]
@@ -303,16 +343,35 @@ def test_launcher_keys_only_in_argv(tmp_path):
 
 def test_launcher_refuses_a_worker_word_that_is_not_a_url(tmp_path):
     proc, record = run_launcher(
-        tmp_path, ["--worker-urls", "http://10.0.0.1:1", "--host", "0.0.0.0"], _keys_text()
+        tmp_path,
+        [*_own(), "--worker-urls", "http://10.0.0.1:1", "--host", "0.0.0.0"],
+        _keys_text(),
     )
     assert proc.returncode == 2 and record is None
     assert "'--host' is not an http(s) URL" in proc.stderr
 
 
 def test_launcher_refuses_a_malformed_keys_file_without_echoing_it(tmp_path):
-    proc, record = run_launcher(tmp_path, ["--worker-urls", "http://x:1"], "secretvalue\n")
+    proc, record = run_launcher(tmp_path, [*_own(), "--worker-urls", "http://x:1"], "secretvalue\n")
     assert proc.returncode == 2 and record is None
     assert "line 1" in proc.stderr and "secretvalue" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("own", "shown"),
+    [
+        ([], "missing --gpuhost-entry"),  # a unit of an older gpuhost
+        (_own()[1:], "missing --gpuhost-entry"),
+        (["--gpuhost-entry=os.system", *_own()[1:]], "not a MODULE.launch_router name"),
+        ([*_own()[:3], "--gpuhost-worker-urls-flag=x"], "not a long flag"),
+        ([*_own(), "--gpuhost-entry=smg.launch_router"], "'--gpuhost-entry': not one of"),
+    ],
+)
+def test_launcher_refuses_missing_or_malformed_own_words(tmp_path, own, shown):
+    proc, record = run_launcher(tmp_path, [*own, "--worker-urls", "http://x:1"], _keys_text())
+    assert proc.returncode == 2 and record is None, proc.stderr
+    assert shown in proc.stderr
+    assert WORKER_KEY not in proc.stderr
 
 
 # --- (b, c) the real argparse of the pinned wheels -------------------------------------
@@ -393,10 +452,12 @@ def test_rendered_server_argv_parses_to_the_listen_variables(version, tmp_path):
 
 ROUTER_PARSE = textwrap.dedent(
     """
-    import argparse, json, sys
-    from sglang_router.launch_router import parse_router_args
-    from sglang_router.router_args import RouterArgs
-    args = parse_router_args(json.loads(sys.stdin.read()))
+    import argparse, importlib, json, sys
+    data = json.loads(sys.stdin.read())
+    module = data["entry"].rpartition(".")[0]
+    parse_router_args = importlib.import_module(module + ".launch_router").parse_router_args
+    RouterArgs = importlib.import_module(module + ".router_args").RouterArgs
+    args = parse_router_args(data["argv"])
     parser = argparse.ArgumentParser()
     RouterArgs.add_cli_args(parser, use_router_prefix=False)
     options = {o: a.dest for a in parser._actions for o in a.option_strings}
@@ -409,21 +470,51 @@ ROUTER_PARSE = textwrap.dedent(
 )
 
 
+# Options of each release that open a listener or take a key no gpuhost setting covers
+# (smg 1.13.0's --help: "Dedicated port for liveness/readiness/health probes", the mesh
+# server, the RDMA lane's listener, per-tenant serving keys).
+UNCOVERED_DESTS = {
+    "smg": {
+        "health_check_port",
+        "enable_mesh",
+        "mesh_host",
+        "mesh_port",
+        "mesh_advertise_host",
+        "mesh_peer_urls",
+        "rdma_listen_ip",
+        "tenant_api_key",
+    },
+    "sglang-router": set(),
+}
+
+
 @SKIP_WHEELS
-def test_router_argv_from_the_launcher_parses_with_the_real_router(tmp_path):
+@pytest.mark.parametrize("package", PACKAGES)
+def test_router_argv_from_the_launcher_parses_with_the_real_router(tmp_path, package):
+    impl = router.implementation(package)
     urls = ["http://10.0.0.1:30000", "http://[fd00::2]:30000"]
-    argv = _router_argv(_router_unit({"--request-timeout-secs": 600}), urls)
+    argv = _router_argv(_router_unit({"--request-timeout-secs": 600}, package), urls)
     proc, record = run_launcher(tmp_path, argv, _keys_text())
     assert proc.returncode == 0, proc.stderr
-    python = _venv_python(ROOT / "locks" / "sglang-router-0.3.2.txt")
-    got = _run_in(python, ROUTER_PARSE, record["argv"][1:], tmp_path)
+    assert record["module"] == impl["entry"]
+    python = _venv_python(ROOT / "locks" / impl["lock"])
+    got = _run_in(
+        python, ROUTER_PARSE, {"entry": impl["entry"], "argv": record["argv"][1:]}, tmp_path
+    )
     assert (got["host"], got["port"], got["policy"]) == ("10.1.2.3", 31001, "round_robin")
     assert (got["prometheus_host"], got["prometheus_port"]) == ("127.0.0.1", 29001)
     assert got["worker_urls"] == urls
     assert got["api_key"] == WORKER_KEY
     assert got["control_plane_api_keys"] == [["gpuhost", "gpuhost", ADMIN_KEY, "admin"]]
-    # Every option of the real router that sets a listen, worker or key setting is reserved.
-    dests = {"host", "port", "policy", "prometheus_host", "prometheus_port", "worker_urls"}
-    dests |= {"api_key", "control_plane_api_keys"}
-    wanted = {o for o, dest in got["options"].items() if dest in dests}
-    assert wanted == set(router.RESERVED), wanted ^ set(router.RESERVED)
+    # Every flag of the table is this parser's, for the setting it carries.
+    dests = {key: key for key in impl["flags"]} | {"admin_keys": "control_plane_api_keys"}
+    for key, flag in impl["flags"].items():
+        assert got["options"].get(flag) == dests[key], (package, key, flag)
+    # Every option of the real router that sets a listen, worker or key setting, or opens a
+    # listener or takes a key no setting covers, is reserved; nothing else of it is.
+    wanted = set(dests.values()) | UNCOVERED_DESTS[package]
+    wanted = {o for o, dest in got["options"].items() if dest in wanted}
+    reserved = {o for o in got["options"] if o in router.RESERVED}
+    assert wanted == reserved, wanted ^ reserved
+    # No option of it is refused as an abbreviation of a reserved one.
+    assert not [o for o in got["options"] if o not in reserved and router._reserved_for(o)]

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+    implementation as router_impl,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
     load_role_constraints,
     load_role_specs,
@@ -149,7 +152,7 @@ def test_the_rule_is_kept_and_restored_with_the_known_good_config():
 def _router_values(**overrides):
     values = {
         "ansible_managed": "managed",
-        "sglang_router_version": "0.3.2",
+        "_sglang_router_impl": router_impl("smg"),
         "_sglang_router_worker_urls": ["http://10.0.0.1:30000"],
         "gpuhost_service_user": "gpuhost",
         "gpuhost_service_group": "gpuhost",

@@ -11,6 +11,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render
     control_characters,
     unit_text,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+    implementation,
+)
 from gpuhost_fakes import ROOT, template_env
 
 
@@ -31,7 +34,7 @@ def _render_router(**overrides):
     path = ROOT / "roles" / "sglang_router" / "templates" / "sglang-router.service.j2"
     values = {
         "ansible_managed": "managed",
-        "sglang_router_version": "0.3.2",
+        "_sglang_router_impl": implementation("smg"),
         "_sglang_router_worker_urls": ["http://10.0.0.1:30000"],
         "gpuhost_service_user": "sglang",
         "gpuhost_service_group": "sglang",
@@ -79,9 +82,9 @@ def test_router_exec_start_quotes_each_argument():
     assert argv[argv.index("--log-level") + 1] == "info; rm -rf /"
     assert "--switch" in argv and "--off" not in argv and "--none" not in argv
     assert '"50%%"' in line or "50%%" in line
-    assert "Description=sglang-router 0.3.2 (gpuhost): fronts 1 SGLang worker(s)" in unit
+    assert "Description=smg 1.13.0 (gpuhost): fronts 1 SGLang worker(s)" in unit
 
 
 def test_router_unit_refuses_a_newline_in_its_description():
     with pytest.raises(ValueError, match="control character"):
-        _render_router(sglang_router_version="0.3.2\nExecStartPre=+/bin/sh")
+        _render_router(_sglang_router_impl=implementation("smg", "1.13.0\nExecStartPre=+/bin/sh"))

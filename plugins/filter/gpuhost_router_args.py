@@ -1,15 +1,26 @@
-"""Filters over what reaches sglang-router's command line (gpuhost_router_args.py).
+"""Filters over the router gpuhost runs and its command line (gpuhost_router_args.py).
 
+package | gpuhost.gpu.router_impl([version]) -> {package, version, entry, flags, lock}: the
+                                            row of IMPLEMENTATIONS for sglang_router_package
 urls | gpuhost.gpu.router_url_problems   -> ["<url>: allowed: ..."], [] when every URL is one
                                             safe word of the router's --worker-urls
 """
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+    implementation,
     worker_url_problem,
 )
+
+
+def router_impl(package, version="") -> dict:
+    try:
+        return implementation(plain(package), plain(version) or "")
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def router_url_problems(urls) -> list[str]:
@@ -23,4 +34,4 @@ def router_url_problems(urls) -> list[str]:
 
 class FilterModule:
     def filters(self):
-        return {"router_url_problems": router_url_problems}
+        return {"router_impl": router_impl, "router_url_problems": router_url_problems}

@@ -1,6 +1,6 @@
 """Issue 28 item 6 in the rolling_update scenario: a worker an interrupted `gpuhost update` left
 out of the router (its drained mark on the host, the worker removed from the real
-sglang-router's /workers) goes back on the next `gpuhost update` with no config change, and
+router's /workers, smg's) goes back on the next `gpuhost update` with no config change, and
 the mark is removed. The interruption is made by hand, as a killed run leaves it: the mark
 written as root, the worker deleted through the router's admin API.
 

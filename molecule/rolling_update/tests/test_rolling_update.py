@@ -1,6 +1,6 @@
 """Verify of the rolling_update scenario: the bench's flow (bench/rolling_update.py) as a test.
 
-Under a bounded client load through the real sglang-router (loopback only): `gpuhost update`
+Under a bounded client load through the real router, smg (loopback only): `gpuhost update`
 rolls a flag change across the three stand-in workers (0 failed requests), a bad config is
 rolled back on the first worker and never reaches the other two (MainPID and unit
 unchanged), and `gpuhost rollback` restores the first worker's previous config.

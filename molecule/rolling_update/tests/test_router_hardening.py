@@ -1,7 +1,8 @@
 """The router unit is hardened as the server's is, and a router beyond loopback needs the
-client key (issue 15 item 19). The router here is the real sglang-router: that it serves the
-rolling update's load (test_rolling_update.py) under this unit is the proof the hardening
-leaves it working; these tests measure the unit and try the open router without a key."""
+client key (issue 15 item 19). The router here is the real smg (the role's default package):
+that it serves the rolling update's load (test_rolling_update.py) under this unit is the proof
+the hardening leaves it working; these tests measure the unit and try the open router without
+a key."""
 
 from __future__ import annotations
 
