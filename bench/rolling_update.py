@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Rolling update under load behind a real sglang-router: requests sent, failed, duration.
+"""Rolling update under load behind a real router: requests sent, failed, duration.
 
 Three workers run role sglang_server with the STAND-IN server (tests/standin/, a test double
 of SGLang's HTTP contract; no GPU here) as real systemd units in containers; a fourth runs
-role sglang_router (the real sglang-router 0.3.2 from PyPI). They share the host's network
+role sglang_router (the real router from PyPI: smg 1.13.0, the role's default package, or
+sglang-router 0.3.2 with sglang_router_package). They share the host's network
 namespace, so everything listens on 127.0.0.1 of this machine (molecule/rolling_update).
 
 While a steady client load goes through the router (loopback only, bounded in count and
