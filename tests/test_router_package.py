@@ -35,7 +35,10 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.filter import gpuhost_router as workers
-from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_router_args import router_impl
+from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_router_args import (
+    router_impl,
+    router_package,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_python_env as pe
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_router_args as router
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
@@ -64,8 +67,9 @@ VARS = _yaml(ROLE / "vars" / "main.yml")
 
 def test_choices_default_and_table_agree():
     package = SPEC["sglang_router_package"]
-    assert package["choices"] == list(router.IMPLEMENTATIONS)
-    assert package["default"] == DEFAULTS["sglang_router_package"] == router.DEFAULT_PACKAGE
+    assert package["choices"] == ["", *router.IMPLEMENTATIONS]
+    # "" is decided on the host (below): smg on a new router host.
+    assert package["default"] == DEFAULTS["sglang_router_package"] == ""
     assert router.DEFAULT_PACKAGE == "smg"
     assert SPEC["sglang_router_version"]["default"] == DEFAULTS["sglang_router_version"] == ""
 
@@ -87,7 +91,7 @@ def _errors(values):
     return [e for e in errors[0] if "not set; allowed: required" not in e]
 
 
-@pytest.mark.parametrize("value", ["haproxy", "sglang_router", "SMG", ""])
+@pytest.mark.parametrize("value", ["haproxy", "sglang_router", "SMG", " smg"])
 def test_a_wrong_package_is_refused_naming_variable_value_and_allowed(value):
     errors = [e for e in _errors({"sglang_router_package": value}) if "sglang_router_package" in e]
     assert len(errors) == 1, errors
@@ -131,15 +135,65 @@ def test_each_rows_lock_is_hashed_and_pins_its_release(package):
 def _render_var(name, values):
     """A vars/main.yml value as Ansible renders it: _sglang_router_impl from the filter."""
     env = template_env()
-    impl = router_impl(values["sglang_router_package"], values["sglang_router_version"])
+    impl = router_impl(values["sglang_router_package"] or "smg", values["sglang_router_version"])
     context = {"role_path": "/r/roles/sglang_router", "_sglang_router_impl": impl, **values}
     return env.from_string(VARS[name]).render(context).strip()
 
 
 def test_vars_take_the_row_from_the_filter():
     assert VARS["_sglang_router_impl"] == (
-        "{{ sglang_router_package | gpuhost.gpu.router_impl(sglang_router_version) }}"
+        "{{ _sglang_router_package | gpuhost.gpu.router_impl(sglang_router_version) }}"
     )
+    assert VARS["_sglang_router_package"] == (
+        "{{ sglang_router_package | gpuhost.gpu.router_package }}"
+    )
+
+
+# ---------------------------------------------------------------- which router a host runs
+
+# What the role's "Read what the router venv holds" prints (the venv's own Python), for a
+# router an earlier gpuhost installed, one this gpuhost installed, and a host without a venv.
+FREEZE_SGLANG_ROUTER = "sglang_router==0.3.2\nsetproctitle==1.3.6\naiohttp==3.12.15\n"
+FREEZE_SMG = "smg==1.13.0\nuvloop==0.21.0\n"
+
+
+@pytest.mark.parametrize(
+    ("setting", "freeze", "chosen"),
+    [
+        ("", "", "smg"),  # a new router host
+        ("", FREEZE_SMG, "smg"),
+        # An earlier gpuhost's router keeps running what it runs: no swap under its clients.
+        ("", FREEZE_SGLANG_ROUTER, "sglang-router"),
+        ("", FREEZE_SGLANG_ROUTER.replace("sglang_router", "Sglang-Router"), "sglang-router"),
+        # The inventory's word wins either way (a move in either direction is asked for).
+        ("smg", FREEZE_SGLANG_ROUTER, "smg"),
+        ("sglang-router", FREEZE_SMG, "sglang-router"),
+        ("sglang-router", "", "sglang-router"),
+        # A venv that holds neither (a broken or foreign one): a new install.
+        ("", "six==1.17.0\n", "smg"),
+    ],
+)
+def test_the_router_a_host_runs(setting, freeze, chosen):
+    assert router.choose_package(setting, freeze) == chosen
+    assert router_package(setting, freeze) == chosen
+
+
+def test_preflight_decides_the_package_from_the_venv_before_anything_uses_it():
+    """The venv is read and the package decided in preflight, before the lock check and the
+    install that use _sglang_router_impl; install.yml reads the same registered result."""
+    tasks = _yaml(ROLE / "tasks" / "preflight.yml")
+    names = [t["name"] for t in tasks]
+    read = names.index("Read what the router venv holds")
+    decide = names.index("Decide which router this host runs")
+    lock = names.index("Check that the lock file exists on the controller")
+    assert read < decide < lock
+    assert tasks[read]["register"] == "_sglang_router_freeze"
+    assert tasks[read]["check_mode"] is False and tasks[read]["changed_when"] is False
+    expr = tasks[decide]["ansible.builtin.set_fact"]["_sglang_router_package"]
+    assert "gpuhost.gpu.router_package(_sglang_router_freeze.stdout" in expr
+    install = (ROLE / "tasks" / "install.yml").read_text()
+    assert "register: _sglang_router_freeze" not in install
+    assert "_sglang_router_freeze.stdout" in install
 
 
 @pytest.mark.parametrize(

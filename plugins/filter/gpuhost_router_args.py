@@ -2,6 +2,9 @@
 
 package | gpuhost.gpu.router_impl([version]) -> {package, version, entry, flags, lock}: the
                                             row of IMPLEMENTATIONS for sglang_router_package
+setting | gpuhost.gpu.router_package(freeze) -> the package to run: the setting, else the one
+                                            the router venv holds (freeze: its name==version
+                                            lines), else smg
 urls | gpuhost.gpu.router_url_problems   -> ["<url>: allowed: ..."], [] when every URL is one
                                             safe word of the router's --worker-urls
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+    choose_package,
     implementation,
     worker_url_problem,
 )
@@ -21,6 +25,10 @@ def router_impl(package, version="") -> dict:
         return implementation(plain(package), plain(version) or "")
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from None
+
+
+def router_package(setting, freeze="") -> str:
+    return choose_package(plain(setting) or "", plain(freeze) or "")
 
 
 def router_url_problems(urls) -> list[str]:
@@ -34,4 +42,8 @@ def router_url_problems(urls) -> list[str]:
 
 class FilterModule:
     def filters(self):
-        return {"router_impl": router_impl, "router_url_problems": router_url_problems}
+        return {
+            "router_impl": router_impl,
+            "router_package": router_package,
+            "router_url_problems": router_url_problems,
+        }

@@ -98,6 +98,29 @@ for _impl in IMPLEMENTATIONS.values():
         RESERVED.setdefault(_flag, _why)
 
 
+def _pep503(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_package(freeze_text):
+    """The router package a router venv already holds, from its `name==version` lines (what
+    role sglang_router reads with the venv's own Python), or "" when it holds neither."""
+    names = {_pep503(line.split("==", 1)[0].strip()) for line in str(freeze_text).splitlines()}
+    for package in IMPLEMENTATIONS:
+        if _pep503(package) in names:
+            return package
+    return ""
+
+
+def choose_package(setting, freeze_text=""):
+    """The router to run: sglang_router_package when the inventory names one; else the one the
+    host's router venv already runs (a router an earlier gpuhost installed is not swapped
+    under its clients by a routine converge); else DEFAULT_PACKAGE (a new router host)."""
+    if setting:
+        return setting
+    return installed_package(freeze_text) or DEFAULT_PACKAGE
+
+
 def implementation(package, version=""):
     """One row of IMPLEMENTATIONS for the role: package, version (`version` when given, else
     the pinned one), entry, flags, and the lock's file name under locks/."""
