@@ -80,22 +80,12 @@ def sh(*argv: str, check: bool = True) -> str:
     return subprocess.run(argv, check=check, capture_output=True, text=True).stdout
 
 
-def start_container() -> None:
-    """A fresh systemd container (the shape DESIGN.md and scripts/demo.sh use)."""
-    sh("docker", "rm", "-f", NAME, check=False)
-    sh(
-        "docker", "run", "-d", "--name", NAME, "--hostname", NAME,
-        "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
-        "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-        "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
-        IMAGE, "/lib/systemd/systemd",
-    )  # fmt: skip
-    for _ in range(60):
-        state = sh("docker", "exec", NAME, "systemctl", "is-system-running", "--wait", check=False)
-        if state.strip() in ("running", "degraded"):
-            return
-        time.sleep(1)
-    raise RuntimeError(f"{NAME}: systemd did not come up")
+def load_sandbox():
+    """tests/blank/sandbox.py (the harness that starts systemd containers), by its path."""
+    spec = importlib.util.spec_from_file_location("sandbox", REPO / "tests/blank/sandbox.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_inventory() -> tuple[Path, Path]:
@@ -145,7 +135,7 @@ def main() -> int:
     site = REPO / "site.yml"
     problems: list[str] = []
     print(f"{SCRIPT}: starting {NAME} and provisioning it (site.yml, the sandbox's settings)")
-    start_container()
+    load_sandbox().start(NAME, IMAGE)
     try:
         first = play(site, inventory, "first")
         print(f"  first converge: {first['seconds']:.1f} s, changed={first['changed']}")

@@ -44,22 +44,29 @@ def standin_repo() -> Path:
     return STANDIN_REPO
 
 
-def fresh() -> None:
-    """A new blank container: systemd as PID 1, nothing of gpuhost on it."""
-    repo = standin_repo()
-    sh("docker", "rm", "-f", NAME, check=False)
+def start(name: str, image: str) -> None:
+    """A new container `name` (any old one removed) with systemd as PID 1, in the shape a
+    systemd container needs on these machines, once systemd has settled (also used by
+    bench/noop_converge.py)."""
+    sh("docker", "rm", "-f", name, check=False)
     sh(
-        "docker", "run", "-d", "--name", NAME, "--hostname", NAME,
+        "docker", "run", "-d", "--name", name, "--hostname", name,
         "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
         "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
-        IMAGE, "/lib/systemd/systemd",
+        image, "/lib/systemd/systemd",
     )  # fmt: skip
     for _ in range(60):
-        state = exec_("systemctl", "is-system-running", "--wait").strip()
-        if state in ("running", "degraded"):
-            break
+        state = sh("docker", "exec", name, "systemctl", "is-system-running", "--wait", check=False)
+        if state.strip() in ("running", "degraded"):
+            return
         time.sleep(1)
+
+
+def fresh() -> None:
+    """A new blank container: systemd as PID 1, nothing of gpuhost on it."""
+    repo = standin_repo()
+    start(NAME, IMAGE)
     sh(
         "docker",
         "cp",
