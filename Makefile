@@ -12,8 +12,16 @@ STAGE := scripts/stage.sh
 UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
 MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics
+# make test runs them in two lanes side by side. One scenario keeps one core busy (ansible-playbook
+# and its modules run one after another), so with all of them in one lane a 2-core machine sat
+# half idle for ~30 min once the unit tests were done. The two longest go in the molecule lane,
+# the rest after the unit tests, rebuild-e2e and the demo in the other (tests/test_make_lanes.py:
+# each scenario of MOLECULE_SCENARIOS in exactly one lane).
+MOLECULE_LONG := sglang_server rolling_update
+LANE_MOLECULE = $(filter $(MOLECULE_LONG),$(MOLECULE_SCENARIOS))
+LANE_BESIDE = $(filter-out $(MOLECULE_LONG),$(MOLECULE_SCENARIOS))
 
-.PHONY: help venv docker images lint unit collection molecule rebuild-e2e controller-next beside test demo demo-clean clean lock vm-smoke
+.PHONY: help venv docker images lint unit collection molecule rebuild-e2e controller-next beside test lanes demo demo-clean clean lock vm-smoke
 
 help:
 	@echo "make demo   - provision a local sandbox container twice and print the report"
@@ -23,6 +31,7 @@ help:
 	@echo "make rebuild-e2e - gpuhost rebuild end to end against the Proxmox API stand-in"
 	@echo "make controller-next - unit tests and molecule default on Python 3.13, ansible-core 2.21, ansible 14"
 	@echo "make vm-smoke - one real QEMU VM (Secure Boot on): check + provision --tags host (slow, not in make test)"
+	@echo "make lanes  - which molecule scenarios each lane of make test runs"
 	@echo "make lint | unit | molecule | images | venv | clean"
 
 $(VENV)/.stamp: pyproject.toml
@@ -65,35 +74,35 @@ rebuild-e2e: venv images
 controller-next: venv images
 	@$(STAGE) controller-next scripts/controller-next.sh
 
-# A scenario that fails runs once more: the stage table keeps the failed first run (its cause
-# is printed at its end, scripts/stage.sh), so a flake is reported, never hidden, and a real
-# failure fails twice. Stage logs: .cache/stages/.
+# A scenario that fails runs once more (scripts/molecule-scenarios.sh says why). Stage logs:
+# .cache/stages/.
 molecule: venv images
-	@for s in $(MOLECULE_SCENARIOS); do \
-	  $(STAGE) "molecule-$$s" molecule test -s $$s && continue; \
-	  echo "molecule-$$s failed; running it once more to tell a flake from a failure"; \
-	  $(STAGE) "molecule-$$s-again" molecule test -s $$s || exit 1; \
-	done
+	@scripts/molecule-scenarios.sh $(MOLECULE_SCENARIOS)
 
-# Beside the molecule scenarios, in a second lane: the unit tests (CPU-bound, next to container
-# work that mostly waits), then rebuild-e2e, the newcomer's path (make demo, which starts
-# with `gpuhost check` on the blank sandbox). On a 2-core CI machine this lane finishes well
-# inside the molecule lane, so its ~15 min cost no wall time. The demo keeps its run records
-# apart (GPUHOST_RUNS_DIR) so that it never reads a run that a molecule test made.
+# Beside the molecule lane, in a second lane: the unit tests, rebuild-e2e, the newcomer's path
+# (make demo, which starts with `gpuhost check` on the blank sandbox), then the molecule
+# scenarios outside MOLECULE_LONG. The demo keeps its run records apart (GPUHOST_RUNS_DIR) so
+# that it never reads a run that a molecule test made.
 beside: venv images
 	@rc=0; $(MAKE) --no-print-directory unit || rc=1; \
 	  $(MAKE) --no-print-directory rebuild-e2e || rc=1; \
 	  GPUHOST_RUNS_DIR=$(CURDIR)/.cache/demo-runs $(STAGE) demo scripts/demo.sh || rc=1; \
+	  scripts/molecule-scenarios.sh $(LANE_BESIDE) || rc=1; \
 	  exit $$rc
+
+lanes:
+	@echo "molecule lane: $(LANE_MOLECULE)"
+	@echo "beside lane: pytest rebuild-e2e demo $(LANE_BESIDE)"
 
 test:
 	@rm -f .cache/stage-times.tsv .cache/beside.log
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
 	@$(MAKE) --no-print-directory images lint collection || { scripts/stage-summary.sh; exit 1; }
 	@$(MAKE) --no-print-directory beside >.cache/beside.log 2>&1 & beside=$$!; \
-	  rc=0; $(MAKE) --no-print-directory molecule || rc=$$?; \
+	  rc=0; scripts/molecule-scenarios.sh $(LANE_MOLECULE) || rc=$$?; \
 	  brc=0; wait $$beside || brc=$$?; \
-	  echo "---- unit tests, rebuild-e2e and demo (ran beside molecule) ----"; \
+	  echo "---- the other lane: unit tests, rebuild-e2e, demo, molecule $(LANE_BESIDE) ----"; \
+	  grep -E '^(==>|<==) ' .cache/beside.log || true; \
 	  tail -n 60 .cache/beside.log; \
 	  if [ $$rc -ne 0 ] || [ $$brc -ne 0 ]; then scripts/stage-summary.sh; exit 1; fi
 	@scripts/stage-summary.sh

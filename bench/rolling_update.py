@@ -92,7 +92,7 @@ SERVICE = "sglang-server"
 PROMPT, EXPECT = "What is 17 + 25?", "42"
 # The slow-start phase: seconds the stand-in loads, and the expected start the update states
 # (the gate waits 4x that: gpuhost_profile.start_timeout). 20 s is the scenario's fixed timeout.
-SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 60, 25, 20
+SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 35, 15, 20
 # The workers' locks (molecule/rolling_update group_vars: standin-a) and their venvs.
 LOCKS = REPO / "tests" / "standin" / "locks"
 LOCK_A, LOCK_B, LOCK_BROKEN = (LOCKS / f"standin-{name}.txt" for name in ("a", "b", "broken"))
@@ -120,6 +120,9 @@ class Load:
     concurrency: int = 4
     max_requests: int = 100_000
     max_seconds: float = 600.0
+    # Requests per second of all clients together; 0: each client sends its next request as
+    # soon as the last one is answered (the most load the router and workers take).
+    pace: float = 0.0
     sent: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
@@ -155,7 +158,14 @@ class Load:
                 "temperature": 0,
             }
         )
-        while self._take():
+        interval = self.concurrency / self.pace if self.pace > 0 else 0.0
+        due = time.monotonic()
+        while True:
+            if interval:
+                due += interval
+                self.stop.wait(max(0.0, due - time.monotonic()))
+            if not self._take():
+                break
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection(*ROUTER, timeout=60)
@@ -368,11 +378,21 @@ def under_load(load: Load, action):
 
 
 def measure(
-    inventory: Path, runs: Path, concurrency: int, max_seconds: float, with_rollback: bool = True
+    inventory: Path,
+    runs: Path,
+    concurrency: int,
+    max_seconds: float,
+    with_rollback: bool = True,
+    rate: float = 0.0,
 ) -> dict:
-    """All three phases; returns the numbers and the checks (True = target met)."""
-    results: dict = {"router_workers": router_workers()}
-    reference = Load(concurrency=concurrency, max_seconds=10.0).start()
+    """All three phases; returns the numbers and the checks (True = target met). rate: the
+    load's requests per second (0: as fast as the clients go)."""
+
+    def new_load(seconds: float = max_seconds) -> Load:
+        return Load(concurrency=concurrency, max_seconds=seconds, pace=rate)
+
+    results: dict = {"router_workers": router_workers(), "rate": rate}
+    reference = new_load(10.0).start()
     time.sleep(10)
     reference.finish()
     results["reference"] = {
@@ -396,7 +416,7 @@ def measure(
     }
     venvs_before = {name: venv_state(name) for name in WORKERS}
     drivers_before = {name: driver_release(name) for name in WORKERS}
-    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    load = new_load()
     pool = PoolWatch().start()
     try:
         rc, seconds, report = under_load(
@@ -435,7 +455,7 @@ def measure(
         "sglang_server_extra_env": {"SGLANG_STANDIN_FAULT": "never-healthy"},
         **lock_b,
     }
-    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    load = new_load()
     rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, bad, runs))
     after = {name: unit_state(name) for name in WORKERS}
     results["bad"] = {
@@ -449,11 +469,11 @@ def measure(
         and after[WORKERS[0]]["ActiveState"] == "active",
         "report": report.get("run_dir"),
     }
-    results["bad_lock"] = bad_lock(inventory, runs, concurrency, max_seconds, flags, lock_b)
+    results["bad_lock"] = bad_lock(inventory, runs, new_load, flags, lock_b)
     if with_rollback:
         # `gpuhost rollback` on the first worker: back to the config it ran before the flag
         # and lock change (the good update kept it), drained and gated, under the same load.
-        load = Load(concurrency=concurrency, max_seconds=max_seconds)
+        load = new_load()
         rc, seconds, report = under_load(
             load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
         )
@@ -470,7 +490,7 @@ def measure(
             "report": report.get("run_dir"),
         }
     if with_rollback:
-        results.update(slow_start(inventory, runs, concurrency, max_seconds, flags, driver))
+        results.update(slow_start(inventory, runs, new_load, flags, driver))
     results["router_workers_after"] = router_workers()
     results["checks"] = {
         "good: update succeeded on all three": rc_ok(results["good"], "updated"),
@@ -578,15 +598,13 @@ def bad_lock_ok(phase: dict) -> bool:
     }
 
 
-def bad_lock(
-    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict, same: dict
-) -> dict:
+def bad_lock(inventory: Path, runs: Path, new_load, flags: dict, same: dict) -> dict:
     """Phase 2b: a lock whose venv fails verification (uv pip check) on the first worker;
     `same` keeps the other parts as the first phase left them."""
     first = WORKERS[0]
     before, venvs = unit_state(first), venv_state(first)
     broken = {**same, "sglang_server_flags": flags, "python_env_lock_file": str(LOCK_BROKEN)}
-    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    load = new_load()
     rc, seconds, report = under_load(load, lambda: gpuhost_update(inventory, broken, runs))
     after, venvs_after = unit_state(first), venv_state(first)
     return {
@@ -600,9 +618,7 @@ def bad_lock(
     }
 
 
-def slow_start(
-    inventory: Path, runs: Path, concurrency: int, max_seconds: float, flags: dict, driver: dict
-) -> dict:
+def slow_start(inventory: Path, runs: Path, new_load, flags: dict, driver: dict) -> dict:
     """Phase 4: a worker that loads for SLOW_LOAD_S s, rolled out and rolled back under load
     (`driver`: the branch phase 1 left, which a rollback does not undo)."""
     slow = {
@@ -612,13 +628,13 @@ def slow_start(
         "sglang_server_start_timeout": 0,
         "sglang_server_start_seconds": SLOW_EXPECTED_S,
     }
-    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    load = new_load()
     rc, seconds, report = under_load(
         load,
         lambda: gpuhost("update", inventory, runs, "--limit", WORKERS[0], "-e", json.dumps(slow)),
     )
     out = {"slow": {**measured(rc, seconds, load, report), "report": report.get("run_dir")}}
-    load = Load(concurrency=concurrency, max_seconds=max_seconds)
+    load = new_load()
     rc, seconds, report = under_load(
         load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
     )
@@ -657,8 +673,9 @@ def molecule_inventory() -> Path:
 
 def print_results(results: dict) -> None:
     ref = results["reference"]
+    paced = f", paced at {results['rate']:g} req/s" if results.get("rate") else ""
     print(
-        f"reference (no update, 10 s): {ref['sent']} requests, {ref['failed']} failed, "
+        f"reference (no update, 10 s{paced}): {ref['sent']} requests, {ref['failed']} failed, "
         f"{ref['req_per_s']} req/s"
     )
     phases = (
@@ -693,12 +710,20 @@ def main() -> int:
     parser.add_argument(
         "--max-seconds", type=float, default=600.0, help="upper bound of one load phase (10-900 s)"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="requests per second of all clients together (0, the default: as fast as they go)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--no-rollback", action="store_true", help="skip the rollback phase")
     project_tools.add_start_flag(parser, CONTAINERS)
     args = parser.parse_args()
     if not 1 <= args.concurrency <= 16 or not 10 <= args.max_seconds <= 900:
         parser.error("--concurrency 1-16 and --max-seconds 10-900 keep the load bounded")
+    if not 0 <= args.rate <= 10_000:
+        parser.error(f"--rate {args.rate}: allowed are 0 (unpaced) to 10000 requests per second")
     project_tools.setup(SCRIPT, REQUIRES)
     project_tools.setup_check_done(SCRIPT)
     own = args.inventory is None
@@ -709,7 +734,9 @@ def main() -> int:
     try:
         inventory = args.inventory or molecule_inventory()
         runs = REPO / ".cache" / "bench-runs"
-        results = measure(inventory, runs, args.concurrency, args.max_seconds, not args.no_rollback)
+        results = measure(
+            inventory, runs, args.concurrency, args.max_seconds, not args.no_rollback, args.rate
+        )
     finally:
         if own and not args.keep:
             molecule("destroy")
