@@ -56,7 +56,7 @@ lint: venv
 	@$(STAGE) ruff-format ruff format --check .
 
 unit: venv
-	@$(STAGE) pytest pytest -q -p no:cacheprovider tests
+	@$(STAGE) pytest pytest -q -p no:cacheprovider --durations=15 tests
 
 # Build the collection tarball, install it into a fresh path and run a play from there.
 collection: venv

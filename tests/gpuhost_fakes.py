@@ -224,3 +224,15 @@ def run_debug_play(tmp_path, *messages, timeout=120):
     play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + tasks)
     out = run_playbook(["-i", "localhost,", play], tmp_path / "facts", timeout=timeout)
     return out.returncode, out.stdout + out.stderr
+
+
+def cli_env(runs: Path, **extra: str) -> dict[str, str]:
+    """The environment a test runs the gpuhost console script with: this process's, without
+    the caller's GPUHOST_* settings, its run records under `runs`. The one GPUHOST_ setting
+    kept is the test session's lock directory (tests/conftest.py), so that the suite never
+    waits on, or fails beside, a gpuhost run or a second test session on the same machine."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
+    if "GPUHOST_LOCK_DIR" in os.environ:
+        env["GPUHOST_LOCK_DIR"] = os.environ["GPUHOST_LOCK_DIR"]
+    env.update({"GPUHOST_RUNS_DIR": str(runs), "COLUMNS": "200", **extra})
+    return env

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpuhost_fakes import cli_env
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUHOST = Path(sys.executable).parent / "gpuhost"
@@ -242,8 +243,7 @@ def bench(tmp_path: Path, client: dict, port: int, *extra: str):
         "verify_bench_prompts_per_concurrency": 2,
     }
     (tmp_path / "vars.json").write_text(json.dumps(settings))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
-    env.update({"GPUHOST_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "300"})
+    env = cli_env(tmp_path / "runs", COLUMNS="300")
     cmd = [str(GPUHOST), "bench", "-i", str(inventory), "-e", f"@{tmp_path / 'vars.json'}",
            "--concurrency", ",".join(map(str, LEVELS)), "--input-len", "16",
            "--output-len", "8", *extra]  # fmt: skip

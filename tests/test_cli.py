@@ -7,12 +7,12 @@ Hosts are `ansible_connection: local` (fast) or an ssh host on a closed loopback
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from gpuhost_fakes import cli_env
 
 from gpuhost import listing
 from gpuhost.findings import normalize
@@ -39,8 +39,7 @@ def gpuhost(tmp_path: Path):
     runs = tmp_path / "runs"
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
-        full_env.update({"GPUHOST_RUNS_DIR": str(runs), "COLUMNS": "200", **(env or {})})
+        full_env = cli_env(runs, **(env or {}))
         proc = subprocess.run(
             [str(GPUHOST), *args],
             capture_output=True,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from gpuhost_fakes import cli_env
 from rich.console import Console
 
 from gpuhost import (
@@ -53,8 +53,7 @@ def warned_run(tmp_path_factory):
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     hosts = tmp / "hosts.json"
     hosts.write_text(json.dumps({"all": {"hosts": {"a": local, "b": local}}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
-    env.update({"GPUHOST_RUNS_DIR": str(tmp / "runs"), "COLUMNS": "200"})
+    env = cli_env(tmp / "runs")
     proc = subprocess.run(
         [
             *(str(GPUHOST), "check", "-i", str(hosts)),

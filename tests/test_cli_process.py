@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpuhost_fakes import cli_env
 
 GPUHOST = Path(sys.executable).parent / "gpuhost"
 PLAYBOOKS = Path(__file__).parent / "fixtures" / "playbooks"
@@ -30,9 +31,7 @@ def inventory(tmp_path: Path) -> Path:
 
 
 def gpuhost_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
-    env.update({"GPUHOST_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "200", **extra})
-    return env
+    return cli_env(tmp_path / "runs", **extra)
 
 
 def processes_running(needle: str) -> list[int]:

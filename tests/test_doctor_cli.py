@@ -4,10 +4,11 @@ ansible-runner and playbooks/doctor.yml over a local connection, run records in 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from gpuhost_fakes import cli_env
 
 GPUHOST = Path(sys.executable).parent / "gpuhost"
 
@@ -16,8 +17,7 @@ def doctor(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, di
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = tmp_path / "hosts.json"
     inventory.write_text(json.dumps({"all": {"children": {"gpu_hosts": {"hosts": {"h": host}}}}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUHOST_")}
-    env.update({"GPUHOST_RUNS_DIR": str(tmp_path / "runs"), "COLUMNS": "300"})
+    env = cli_env(tmp_path / "runs", COLUMNS="300")
     cmd = [str(GPUHOST), "doctor", "-i", str(inventory), "-e", "ansible_become=false",
            "-e", f"gpuhost_cache_dir={tmp_path}", *extra]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
