@@ -163,7 +163,7 @@ def template_env():
     and listen filters (the plugins' own functions)."""
     import jinja2
     from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_listen import FilterModule
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
+    from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_render import (
         exec_start,
         unit_text,
     )

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue as catalogue
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_router_args as router
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as validate
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue as catalogue
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_router_args as router
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as validate
 from gpuhost_fakes import template_env
 
 ROOT = Path(__file__).resolve().parents[1]

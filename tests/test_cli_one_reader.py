@@ -1,6 +1,6 @@
 """The CLI reads the collection's code and ansible-runner's job events one way each
-(issue 29): gpuhost.plugin_code loads plugins/module_utils, gpuhost.runfacts.job_events
-reads job_events/."""
+(issue 29): gpuhost.plugin_code loads plugins/module_utils and plugins/plugin_utils,
+gpuhost.runfacts.job_events reads job_events/."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def test_one_loader_for_plugin_code():
         for p in _sources()
         if p.name != "plugin_code.py"
         and re.search(
-            r"spec_from_file_location|ansible_collections\.gpuhost|\"module_utils\"", p.read_text()
+            r"spec_from_file_location|ansible_collections\.gpuhost|\"(module|plugin)_utils\"",
+            p.read_text(),
         )
     ]
     assert not found, found
@@ -32,10 +33,13 @@ def test_one_loader_for_plugin_code():
 def test_the_loader_gives_the_collection_code_and_a_projects_own(tmp_path):
     secrets = plugin_code.module_utils("gpuhost_secrets")
     assert secrets.is_secret_name("HF_TOKEN")
-    own = tmp_path / "plugins" / "module_utils"
-    own.mkdir(parents=True)
-    (own / "gpuhost_models_lock.py").write_text("WHO = 'the project'\n")
-    assert plugin_code.module_utils("gpuhost_models_lock", tmp_path).WHO == "the project"
+    assert callable(plugin_code.plugin_utils("gpuhost_models_lock").read_lock)
+    for folder in ("module_utils", "plugin_utils"):
+        own = tmp_path / "plugins" / folder
+        own.mkdir(parents=True)
+        (own / "gpuhost_own.py").write_text(f"WHO = 'the project, {folder}'\n")
+    assert plugin_code.module_utils("gpuhost_own", tmp_path).WHO == "the project, module_utils"
+    assert plugin_code.plugin_utils("gpuhost_own", tmp_path).WHO == "the project, plugin_utils"
 
 
 def test_one_reader_of_job_events(tmp_path):

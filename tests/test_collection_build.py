@@ -104,7 +104,7 @@ def test_the_collection_itself_is_in_the_tarball(members):
         "roles/sglang_server/tasks/main.yml",
         "plugins/modules/gpu_facts.py",
         "plugins/module_utils/gpuhost_python_env.py",
-        "plugins/module_utils/gpuhost_profile_fit.py",
+        "plugins/plugin_utils/gpuhost_profile_fit.py",
         "plugins/filter/gpuhost_findings.py",
         "plugins/action/validate.py",
     }

@@ -8,7 +8,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_config_parts i
     PARTS,
     changed_parts,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_render import (
     exec_start,
 )
 

@@ -1,4 +1,4 @@
-"""NVIDIA driver branch knowledge (plugins/module_utils/gpuhost_driver_branches.py,
+"""NVIDIA driver branch knowledge (plugins/plugin_utils/gpuhost_driver_branches.py,
 docs/driver-branches.md): which branches are supported and until when, the GPU generations the
 open modules run, the CUDA lane; and the preflight stage giving the finding before any change."""
 
@@ -12,7 +12,7 @@ import yaml
 from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_nvidia_driver import (
     driver_branch_finding as branch_filter,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_branches import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_driver_branches import (
     BRANCHES,
     LANE_CUDA_MAJOR,
     driver_branch_finding,

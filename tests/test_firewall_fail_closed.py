@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_router_args import (
     implementation as router_impl,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_validate import (
     load_role_constraints,
     load_role_specs,
     validate,

@@ -12,7 +12,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils import (
     gpuhost_python_env,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_preflight import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_preflight import (
     preflight_findings,
 )
 from gpuhost_fakes import FakeProbe

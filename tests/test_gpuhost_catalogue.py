@@ -1,4 +1,4 @@
-"""The catalogue loader (plugins/module_utils/gpuhost_catalogue.py) on the committed
+"""The catalogue loader (plugins/plugin_utils/gpuhost_catalogue.py) on the committed
 catalogues of the real wheels, and its option resolution against argparse itself."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue as gc
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue as gc
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""plain() (plugins/module_utils/gpuhost_plain.py): what the filter and action plugins hand
+"""plain() (plugins/plugin_utils/gpuhost_plain.py): what the filter and action plugins hand
 the pure module_utils instead of Ansible's lazy, tagged containers and scalars."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
 
 ROOT = Path(__file__).resolve().parents[1]
 

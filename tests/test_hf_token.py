@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_model_cache import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_model_cache import (
     hub_endpoint_error,
     python_of,
     systemd_run_argv,

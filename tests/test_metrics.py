@@ -1,4 +1,4 @@
-"""Role metrics' pure parts (plugins/module_utils/gpuhost_metrics.py): file_sd fragments, and
+"""Role metrics' pure parts (plugins/plugin_utils/gpuhost_metrics.py): file_sd fragments, and
 the Grafana dashboard's metric names against what the exporters really export: sglang
 0.5.10.post1 (data/metrics/sglang-0.5.10.post1.txt, read from the wheel by
 tools/sglang_metric_names.py), DCGM exporter's default counters, the node exporter, and the
@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as gm
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_metrics as gm
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "gpuhost-serving.json"

@@ -1,4 +1,4 @@
-"""Decisions of role model_cache (plugins/module_utils/gpuhost_model_cache.py): the preflight
+"""Decisions of role model_cache (plugins/plugin_utils/gpuhost_model_cache.py): the preflight
 disk check, what the download unit may be given, its state and the start decision, the
 progress line; and the disk check refusing on a real preflight run, before any change."""
 
@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_model_cache import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_model_cache import (
     GIB,
     MIB,
     disk_finding,

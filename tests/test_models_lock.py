@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_lock as lock
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_models_lock as lock
 from gpuhost_fakes import run_playbook
 
 from gpuhost.cli import main as gpuhost_main

@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as car
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_car as car
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
 from gpuhost_fakes import FIXTURES, load_fixture
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The NCCL decision (plugins/module_utils/gpuhost_nccl.py), one topology per test, every
+"""The NCCL decision (plugins/plugin_utils/gpuhost_nccl.py), one topology per test, every
 decision asserted explicitly. Inputs are facts shaped as docs/facts.md says the preflight
 role records them, so the one mapping (input_from_facts) is exercised too; the 2x H200 case
 is read from the real capture copied to tests/fixtures/nccl/h200x2-capture/."""
@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_verify as verify
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rerun as rr
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rerun as rr
 from gpuhost_fakes import ROOT
 
 DAY2 = ROOT / "tests/fixtures/gpu-hosts/h200x1-day2"

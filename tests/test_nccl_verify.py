@@ -1,4 +1,4 @@
-"""Judging all-reduce sweeps (plugins/module_utils/gpuhost_nccl_verify.py): NCCL log parsing,
+"""Judging all-reduce sweeps (plugins/plugin_utils/gpuhost_nccl_verify.py): NCCL log parsing,
 thresholds, diagnosis and the autotune pick. The recorded sweeps in tests/fixtures/nccl/ come
 from the real 2x H200 NVLink machine (tests/fixtures/nccl/SOURCE.md); the synthetic runs
 below are shaped like them and say so."""
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_verify as verify
 
 ROOT = Path(__file__).resolve().parents[1]
 

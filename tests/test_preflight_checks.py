@@ -11,13 +11,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import collect_host
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_preflight import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox import proxmox_findings
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_preflight import (
     GPU_MODELS,
     model_matches,
     preflight_findings,
     version_at_least,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox import proxmox_findings
 from gpuhost_fakes import FIXTURES, load_fixture
 
 REAL = FIXTURES / "h200x2-real-preflight"

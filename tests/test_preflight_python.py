@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_python_env as pe
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_branches import (
-    driver_branch_finding,
-)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import (
     parse_os_release,
+)
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_driver_branches import (
+    driver_branch_finding,
 )
 from gpuhost_fakes import run_playbook
 

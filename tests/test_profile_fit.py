@@ -1,4 +1,4 @@
-"""`sglang_server_profile: auto` and the model-fit check (module_utils/gpuhost_profile_fit.py).
+"""`sglang_server_profile: auto` and the model-fit check (plugin_utils/gpuhost_profile_fit.py).
 
 The hosts are the recorded ones (tests/fixtures/gpu-hosts/): the real 1x and 2x H200 captures
 and the made 8x RTX PRO 6000, 8x H100 and 4x L40S ones, read through the product's own
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import collect_gpu
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit
 from gpuhost_fakes import FIXTURES, load_fixture
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit
 from test_profile_fit import host_gpu
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGUE = json.loads(

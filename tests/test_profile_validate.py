@@ -1,4 +1,4 @@
-"""The serving-profile rules (plugins/module_utils/gpuhost_profile.py), each on both sides.
+"""The serving-profile rules (plugins/plugin_utils/gpuhost_profile.py), each on both sides.
 
 Catalogues: the reference profile is checked against the real catalogues that role
 python_env builds from the pinned wheels (data/sglang/catalogue-<version>.json). The rule
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
 
 ROOT = Path(__file__).resolve().parents[1]
 

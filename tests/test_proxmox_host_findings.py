@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_host import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_host import (
     host_findings,
     parse_report,
 )

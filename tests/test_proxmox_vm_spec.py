@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_vm import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_vm import (
     api_errors,
     args_line,
     config_diff,
     desired_config,
     spec_errors,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pve_schema import load_facts
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_pve_schema import load_facts
 from proxmox_standin import specs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_vm import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_vm import (
     _PCI_ADDR,
     api_errors,
     args_line,
@@ -35,7 +35,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_proxmox_vm imp
     keeper_vmid,
     spec_errors,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pve_schema import load_facts
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_pve_schema import load_facts
 from proxmox_standin import specs
 from proxmox_standin.pve_standin import ALL_PRIVS, PveStandin
 

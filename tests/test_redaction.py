@@ -117,7 +117,7 @@ def test_a_server_env_secret_is_redacted_in_data_and_free_text():
 
 
 def test_plain_text_secret_in_the_server_env_warns_naming_it():
-    from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate
+    from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate
 
     env = {"WANDB_API_KEY": "v123", "TZ": "UTC", "HF_TOKEN": "{{ vault_hf }}"}
     lines = gpuhost_validate.plain_text_env_secrets(env, lambda value: False)

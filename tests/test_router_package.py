@@ -40,8 +40,8 @@ from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_router_args import (
     router_package,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_python_env as pe
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_router_args as router
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_router_args as router
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_validate import (
     load_role_constraints,
     load_role_specs,
     validate,

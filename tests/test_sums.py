@@ -1,4 +1,4 @@
-"""sha256sum output, read in one place (issue 29): module_utils/gpuhost_sums.py, used by
+"""sha256sum output, read in one place (issue 29): plugin_utils/gpuhost_sums.py, used by
 role sglang_server (config_drift) and role rolling_update (config_hashes)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_sums as sums
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_sums as sums
 
 ROOT = Path(__file__).resolve().parents[1]
 

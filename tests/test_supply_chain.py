@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_validate import (
     load_role_constraints,
     load_role_specs,
     validate,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_render import (
     control_characters,
     unit_text,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_router_args import (
     implementation,
 )
 from gpuhost_fakes import ROOT, template_env

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_validate import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_validate import (
     Invalid,
     convert,
     load_role_constraints,
@@ -571,7 +571,7 @@ def test_tp_against_the_gpu_count_is_one_rule_naming_the_variable():
 
 
 def test_preflight_check_of_the_gpus_found_says_the_same():
-    from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
+    from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_tp import tp_misfit
 
     message = tp_misfit("sglang_server_tp_size", 3, 8, "the GPUs found")
     assert message == (

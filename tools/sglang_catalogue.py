@@ -3,7 +3,7 @@
 
 The catalogue (data/sglang/catalogue-<version>.json) lists every `sglang.launch_server`
 flag with its aliases, type, action, choices, default and help, so the control node can
-validate serving profiles without importing torch (plugins/module_utils/gpuhost_catalogue.py
+validate serving profiles without importing torch (plugins/plugin_utils/gpuhost_catalogue.py
 reads it). It is never written by hand: it comes from `ServerArgs.add_cli_args` of the
 wheel pinned by a lock under locks/.
 

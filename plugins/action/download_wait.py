@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_model_cache as _mc
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_model_cache as _mc
 
 DOCUMENTATION = r"""
 ---

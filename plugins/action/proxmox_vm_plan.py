@@ -5,14 +5,14 @@
 Changes nothing itself: it reports changed when the config differs and returns the
 difference as Ansible's `diff` (shown with --diff, in check mode too) and as `changes`
 ({key: {before, after}}) for the tasks that apply it. The logic is
-plugins/module_utils/gpuhost_proxmox_vm.py (tests/test_proxmox_vm_spec.py).
+plugins/plugin_utils/gpuhost_proxmox_vm.py (tests/test_proxmox_vm_spec.py).
 """
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_plain
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox_vm as logic
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_vm as logic
 
 DOCUMENTATION = r"""
 ---

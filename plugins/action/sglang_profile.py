@@ -6,7 +6,7 @@ Reads profiles/<name>.yml and data/sglang/catalogue-<version>.json on the contro
 the flags against the pinned sglang's argument catalogue and the host facts, and returns the
 server's argv and ExecStart. Nothing is sent to the host, so it runs in preflight before any
 change (playbooks/preflight.yml) and again when the unit is rendered (role sglang_server).
-The rules live in plugins/module_utils/gpuhost_profile.py and gpuhost_profile_flags.py
+The rules live in plugins/plugin_utils/gpuhost_profile.py and gpuhost_profile_flags.py
 (tests/test_profile_validate.py).
 
 Sets the cacheable facts `gpuhost_sglang` (the resolved profile, argv, exec_start, env
@@ -95,13 +95,13 @@ options:
     type: int
 """
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 

@@ -7,7 +7,7 @@ argument_specs.yml and roles/*/meta/constraints.yml, templates the values the in
 defines, and fails with one line per bad variable. playbooks/validate.yml runs it for all
 roles first in every playbook; a role's tasks/preflight.yml runs it for that role alone
 (`roles: [<role>]`), so a role used on its own checks its settings the same way. The logic lives in
-plugins/module_utils/gpuhost_validate.py (unit-tested in tests/test_validate.py).
+plugins/plugin_utils/gpuhost_validate.py (unit-tested in tests/test_validate.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ options:
     default: []
 """
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_validate as logic  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as logic  # noqa: E402 - after the doc blocks
 
 _REPO = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # Shared settings: defined once, here, and loaded by every playbook as its group_vars

@@ -2,15 +2,16 @@
 # Apache-2.0
 """Filters that turn gpuhost facts into findings (docs/facts.md).
 
-The decisions live in plugins/module_utils (gpuhost_preflight, gpuhost_proxmox) with unit
+The decisions live in plugins/plugin_utils (gpuhost_preflight) and plugins/module_utils
+(gpuhost_proxmox, which module doctor also runs on the host) with unit
 tests; these filters only expose them to the roles.
 """
 
 from __future__ import annotations
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_finding as _finding
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_preflight as _preflight
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox as _proxmox
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_preflight as _preflight
 
 
 def gpuhost_preflight_findings(gpu, host, requirements):

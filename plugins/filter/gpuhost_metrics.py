@@ -1,11 +1,11 @@
 # Copyright: gpuhost contributors
 # Apache-2.0
-"""Filters of role metrics; the logic is plugins/module_utils/gpuhost_metrics.py."""
+"""Filters of role metrics; the logic is plugins/plugin_utils/gpuhost_metrics.py."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as _metrics
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_metrics as _metrics
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
 
 
 def gpuhost_file_sd(hostvars_list, job):

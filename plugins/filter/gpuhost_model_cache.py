@@ -1,6 +1,6 @@
 # Copyright: gpuhost contributors
 # Apache-2.0
-"""Filters exposing role model_cache's decisions (plugins/module_utils/gpuhost_model_cache.py).
+"""Filters exposing role model_cache's decisions (plugins/plugin_utils/gpuhost_model_cache.py).
 
 space | gpuhost.gpu.model_cache_disk_finding(hf_home, model, size_gib, profile_gib, margin)
     -> a finding (check model_cache.disk)
@@ -14,8 +14,8 @@ first_line | gpuhost.gpu.model_cache_cli_python(cli)        -> the CLI's interpr
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_model_cache as _mc
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_model_cache as _mc
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
 
 
 def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margin_gib):

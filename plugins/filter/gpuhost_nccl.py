@@ -1,4 +1,4 @@
-"""Filters exposing the NCCL decision and sweep judgement (plugins/module_utils/gpuhost_nccl*.py).
+"""Filters exposing the NCCL decision and sweep judgement (plugins/plugin_utils/gpuhost_nccl*.py).
 
 gpuhost_gpu | gpuhost.gpu.nccl_input(gpuhost_host, nccl_version)  -> decision input
 input | gpuhost.gpu.nccl_decide(overrides)               -> {env, disable_custom_all_reduce, ...}
@@ -13,10 +13,10 @@ inputs | gpuhost.gpu.nccl_sweep_plan(recorded, apps, active, drained, service) -
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl as nccl
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rerun as rerun
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_verify as verify
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rerun as rerun
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_verify as verify
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
 
 
 def nccl_input(gpu, host=None, nccl_version=None):

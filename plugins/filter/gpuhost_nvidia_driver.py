@@ -18,11 +18,11 @@ import re
 from ansible_collections.gpuhost.gpu.plugins.module_utils import (
     gpuhost_driver_activation as _activation,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as _driver
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import (
     gpuhost_driver_branches as _branches,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nvidia_driver as _driver
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
 
 
 def nvidia_driver_plan(probe, gpu_facts, branch, version, packages, force=False):

@@ -1,4 +1,4 @@
-"""Filters over the serving-profile helpers (plugins/module_utils/gpuhost_profile_render.py).
+"""Filters over the serving-profile helpers (plugins/plugin_utils/gpuhost_profile_render.py).
 
 value | gpuhost.gpu.env_value      -> the value as a systemd EnvironmentFile line reads it back
 argv | gpuhost.gpu.exec_start      -> an ExecStart= command line for the argument list
@@ -8,7 +8,7 @@ text | gpuhost.gpu.unit_text       -> free text for Description= (no control cha
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_profile_render as _logic
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_render as _logic
 
 
 def _unit_text(value):

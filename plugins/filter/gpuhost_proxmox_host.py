@@ -2,7 +2,7 @@
 # Apache-2.0
 """Filter of the proxmox_host role: the node report and the VM's spec in, findings out.
 
-The checks live in plugins/module_utils/gpuhost_proxmox_host.py (unit-tested in
+The checks live in plugins/plugin_utils/gpuhost_proxmox_host.py (unit-tested in
 tests/test_proxmox_host_findings.py); this filter only exposes them to the role.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_plain as _plain
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox_host as _host
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_plain as _plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_host as _host
 
 
 def gpuhost_proxmox_host_findings(report, spec):

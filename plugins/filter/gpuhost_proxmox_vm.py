@@ -2,15 +2,15 @@
 # Apache-2.0
 """Filters of the proxmox_vm role: the VM spec's refusals, its Proxmox config, the diff.
 
-The decisions live in plugins/module_utils/gpuhost_proxmox_vm.py (unit-tested in
+The decisions live in plugins/plugin_utils/gpuhost_proxmox_vm.py (unit-tested in
 tests/test_proxmox_vm_spec.py); these filters only expose them to the role.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_plain as _plain
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_proxmox_vm as _vm
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_pve_schema as _schema
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_plain as _plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_vm as _vm
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_pve_schema as _schema
 
 _FACTS = {}
 

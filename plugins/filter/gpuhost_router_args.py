@@ -12,8 +12,8 @@ urls | gpuhost.gpu.router_url_problems   -> ["<url>: allowed: ..."], [] when eve
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_plain import plain
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_router_args import (
     choose_package,
     implementation,
     worker_url_problem,

@@ -9,7 +9,7 @@ sums | gpuhost.gpu.config_hashes({name: [paths]}) -> a short hash per config, ""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_sums as _sums
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_sums as _sums
 
 
 def config_drift(sums, live_paths, known_good_paths) -> bool:

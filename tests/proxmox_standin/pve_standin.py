@@ -48,11 +48,11 @@ _ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 def _load_schema():
     """The schema checker as collection code; run as a script, loaded by its path."""
     try:
-        from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_pve_schema
+        from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_pve_schema
 
         return gpuhost_pve_schema
     except ImportError:
-        path = os.path.join(_ROOT, "plugins", "module_utils", "gpuhost_pve_schema.py")
+        path = os.path.join(_ROOT, "plugins", "plugin_utils", "gpuhost_pve_schema.py")
         spec = importlib.util.spec_from_file_location("gpuhost_pve_schema", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)

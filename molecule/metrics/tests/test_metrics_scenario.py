@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_metrics as gm
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_metrics as gm
 
 ROOT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path(__file__).resolve().parents[1]))

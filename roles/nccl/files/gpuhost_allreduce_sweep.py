@@ -7,7 +7,7 @@ or any torch on the host). For each candidate environment it starts one process 
 powers of two, CHECKS every reduced value (a broken P2P path gives wrong sums or hangs:
 docs/reference.md section 5), times the operation with CUDA events and prints one JSON document on
 stdout. NCCL's INFO log is captured so the caller can name the transport NCCL chose. It only
-measures; pass/fail is decided by the role (plugins/module_utils/gpuhost_nccl_verify.py).
+measures; pass/fail is decided by the role (plugins/plugin_utils/gpuhost_nccl_verify.py).
 
     python gpuhost_allreduce_sweep.py --config '{"candidates": [{"name": "derived", "env": {}}]}'
 

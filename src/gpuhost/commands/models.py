@@ -1,6 +1,6 @@
 """`gpuhost models`: show and move the pinned model revisions of an inventory.
 
-The pins live in <inventory dir>/models.lock.yml (plugins/module_utils/gpuhost_models_lock.py
+The pins live in <inventory dir>/models.lock.yml (plugins/plugin_utils/gpuhost_models_lock.py
 writes them the first time a profile's branch is resolved). `gpuhost models show -i INV`
 prints them; `gpuhost models update -i INV [--model M]` asks the hub where each pinned branch
 is now and moves the pins; the next provision or rolling update then serves the new sha, and
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from gpuhost.errors import EXIT_USAGE, GpuhostError
-from gpuhost.plugin_code import module_utils
+from gpuhost.plugin_code import plugin_utils
 
 HELP = "show or move the pinned model revisions of an inventory (models.lock.yml)"
 
@@ -44,9 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _lock_module(ctx):
-    """The project's gpuhost_models_lock (plugins/module_utils), loaded from its file: the CLI
+    """The project's gpuhost_models_lock (plugins/plugin_utils), loaded from its file: the CLI
     uses the same code as the action plugin, from the checkout it runs."""
-    return module_utils("gpuhost_models_lock", ctx.project.root)
+    return plugin_utils("gpuhost_models_lock", ctx.project.root)
 
 
 def lock_path(inventory: str) -> Path:

@@ -28,17 +28,17 @@ from ansible.module_utils.common.parameters import DEFAULT_TYPE_VALIDATORS
 from ansible.module_utils.errors import ArgumentValueError, ElementError, UnsupportedError
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_secrets
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import is_loopback
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import is_secret_name
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags import (
     RESERVED as RESERVED_FLAGS,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_render import (
     control_characters,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_router_args import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_router_args import (
     check as argv_problem,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import is_secret_name
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import tp_misfit
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_tp import tp_misfit
 
 _MISSING = object()
 CONSTRAINTS_FILE = os.path.join("meta", "constraints.yml")

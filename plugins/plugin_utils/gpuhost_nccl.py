@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as car
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rules as rules
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_car as car
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rules as rules
 
 # nvidia-smi topo -m path types, best first. NCCL has no NODE: two host bridges under one
 # CPU are PATH_PHB to it, so NODE ranks with PHB (paths.cc, topo.h).

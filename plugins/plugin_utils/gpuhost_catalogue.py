@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# plugins/module_utils/ -> repository root -> data/sglang
+# plugins/plugin_utils/ -> repository root -> data/sglang
 DEFAULT_DATA_DIR = os.path.normpath(os.path.join(_HERE, "..", "..", "data", "sglang"))
 _FILE = re.compile(r"^catalogue-(?P<version>.+)\.json$")
 _SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}

@@ -22,7 +22,7 @@ import os
 import re
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# plugins/module_utils/ -> repository root -> data/proxmox
+# plugins/plugin_utils/ -> repository root -> data/proxmox
 DEFAULT_FACTS = os.path.normpath(
     os.path.join(_HERE, "..", "..", "data", "proxmox", "pve-api-9.1.3.json")
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 
 # Controller-only, like gpuhost_profile.py.
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue
 
 # Flags that have their own variable: one value, one place. The message names it.
 RESERVED = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, unquote
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_pve_schema as schema
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_pve_schema as schema
 
 CONFIG_PATH = "/nodes/{node}/qemu/{vmid}/config"
 _TRUE = {"1", "true", "yes", "on"}

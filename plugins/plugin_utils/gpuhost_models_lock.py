@@ -6,13 +6,13 @@ The lock (inventory/<x>/models.lock.yml, on the controller) maps model -> branch
 first run that serves a profile whose revision is a branch asks the hub which commit the
 branch is at and writes it down; every later run, host, rebuild and rolling update reads the
 sha from the lock, so they all serve the same weights, until `gpuhost models update` moves it
-(src/gpuhost/models.py). A revision that already is a sha is used as it is.
+(src/gpuhost/commands/models.py). A revision that already is a sha is used as it is.
 
-Controller-only (the action plugin gpuhost_sglang_profile and the CLI import it with
-plugins/module_utils on sys.path). The hub is reached over its HTTP API
-(GET {endpoint}/api/models/{repo}/revision/{revision}?blobs=true: the commit sha and each
-file's size, what huggingface_hub's model_info(files_metadata=True) reads); the tests point
-the endpoint at tests/standin/hf_standin.py's hub stand-in.
+Controller-only, hence in plugins/plugin_utils (the action plugin sglang_profile imports it
+as collection code, the CLI through gpuhost.plugin_code.plugin_utils). The hub is reached
+over its HTTP API (GET {endpoint}/api/models/{repo}/revision/{revision}?blobs=true: the
+commit sha and each file's size, what huggingface_hub's model_info(files_metadata=True)
+reads); the tests point the endpoint at tests/standin/hf_standin.py's hub stand-in.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_tp import divisors, tp_misfit
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_tp import divisors, tp_misfit
 
 UNKNOWN = "unknown"
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_catalogue import option_like
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_catalogue import option_like
 
 # Which setting each rendered flag carries (named in a refusal of sglang_router_extra_args).
 SETTINGS = {

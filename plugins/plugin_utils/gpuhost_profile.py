@@ -21,24 +21,23 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_catalogue
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_car as nccl_car
-from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_rules as nccl_rules
-
-# Controller-only: no module under plugins/modules imports this file.
+# Controller-only (plugin_utils): no module under plugins/modules imports this file.
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import (
     LOOPBACK_HOSTS,
     SERVER_PORT,
     is_loopback,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_flags import (
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_car as nccl_car
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rules as nccl_rules
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,
 )
 
 # Part of this module's interface: the action plugin and the tests use them from here.
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_profile_render import (  # noqa: F401
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_render import (  # noqa: F401
     control_characters,
     env_value,
     exec_start,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_catalogue import option_like
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_catalogue import option_like
 
 
 def _pair(flag, value):

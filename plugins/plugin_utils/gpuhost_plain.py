@@ -6,7 +6,8 @@ ansible-core 2.19 gives filters and action plugins lazy, tagged containers and s
 (_AnsibleLazyTemplateDict, _AnsibleTaggedStr, _AnsibleTaggedInt, _AnsibleTaggedDate, ...).
 The pure module_utils want plain ones: their results are compared, copied into facts and
 written to JSON, and a tagged value must not leak through them. Used by the filter and
-action plugins before they call into plugins/module_utils; pure, stdlib only.
+action plugins before they call into plugins/module_utils or plugins/plugin_utils; pure,
+stdlib only.
 """
 
 from __future__ import annotations
