@@ -40,12 +40,6 @@ ln -sfn "$root/.cache/bench-e2e" "$src/.cache/bench-e2e"
 git -C "$src" init -q
 mkdir -p "$src/.collections/ansible_collections/gpuhost"
 ln -sfn ../../.. "$src/.collections/ansible_collections/gpuhost/gpu"
-# The scenario runs under a name of its own (its containers too), so it never meets the same
-# scenario of the molecule lane that make test runs beside it.
-cp -r "$src/molecule/$scenario" "$src/molecule/next-$scenario"
-for f in "$src/molecule/next-$scenario"/host_vars/gpuhost-"$scenario"-*; do
-  if [[ -e $f ]]; then mv "$f" "${f/gpuhost-$scenario-/gpuhost-next-$scenario-}"; fi
-done
 printf 'ansible-core>=2.21,<2.22\nansible>=14,<15\n' >"$work/override.txt"
 
 inside=$(cat <<'SCRIPT'
@@ -64,6 +58,13 @@ ansible --version | head -1
 ansible-galaxy collection list 2>/dev/null | grep -E '^(community.general|community.proxmox|ansible.posix) ' || true
 echo "controller-next: pytest $*"
 pytest -q -p no:cacheprovider "$@"
+# The scenario runs under a name of its own (its containers too), so it never meets the same
+# scenario of the molecule lane that make test runs beside it. Copied after the unit tests,
+# which check that every scenario folder is one make test runs (tests/test_make_lanes.py).
+cp -r "molecule/$SCENARIO" "molecule/next-$SCENARIO"
+for f in "molecule/next-$SCENARIO"/host_vars/gpuhost-"$SCENARIO"-*; do
+  if [[ -e $f ]]; then mv "$f" "${f/gpuhost-$SCENARIO-/gpuhost-next-$SCENARIO-}"; fi
+done
 echo "controller-next: molecule test -s next-$SCENARIO"
 molecule test -s "next-$SCENARIO"
 SCRIPT
