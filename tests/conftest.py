@@ -6,7 +6,9 @@ resolves through `.collections/ansible_collections/gpuhost/gpu`, a link to the r
 root that pyproject.toml puts on pytest's `pythonpath`; nothing here patches import paths.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # gpuhost takes one lock per target host in the user's lock directory (src/gpuhost/locking.py):
@@ -15,3 +17,4 @@ import tempfile
 # (0700, as gpuhost requires); tests/gpuhost_fakes.cli_env passes it to the console script.
 if "GPUHOST_LOCK_DIR" not in os.environ:
     os.environ["GPUHOST_LOCK_DIR"] = tempfile.mkdtemp(prefix="gpuhost-test-locks-")
+    atexit.register(shutil.rmtree, os.environ["GPUHOST_LOCK_DIR"], True)
