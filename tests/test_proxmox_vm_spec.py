@@ -13,6 +13,7 @@ from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_vm imp
     args_line,
     config_diff,
     desired_config,
+    root_argv,
     spec_errors,
 )
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_pve_schema import load_facts
@@ -135,9 +136,39 @@ def test_clique_without_function_0_refused():
     ],
 )
 def test_token_cannot_set_args_without_the_node_ssh_step(change):
-    msg = _one(spec_errors(spec(**change), FACTS), "proxmox_vm_node_ssh_host")
+    no_host = spec(proxmox_vm_node_ssh_host="", proxmox_vm_hugepages="", **change)
+    msg = _one(spec_errors(no_host, FACTS), "proxmox_vm_node_ssh_host")
     assert "only root can set 'args' config" in msg
     assert spec_errors(spec(proxmox_vm_node_ssh_host="pve1", **change), FACTS) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"proxmox_vm_hugepages": "1024"}, "`hugepages` (proxmox_vm_hugepages)"),
+        ({"proxmox_vm_hugepages": "", "proxmox_vm_placement": "auto"}, "`affinity`"),
+    ],
+)
+def test_root_only_hugepages_and_affinity_need_the_node_ssh_step(change, words):
+    """qemu-server puts affinity and hugepages in no privilege class: root@pam only."""
+    msg = _one(spec_errors(spec(proxmox_vm_node_ssh_host="", **change), FACTS), "proxmox_vm_node")
+    assert words in msg and "only root can set" in msg
+    assert spec_errors(spec(**change), FACTS) == []
+
+
+def test_root_options_go_through_qm_set_only_when_they_differ():
+    placed = {"mode": "auto", "root": {"affinity": "4-7,68-71", "hugepages": None}}
+    current = {"affinity": "0-3", "hugepages": "2"}
+    assert root_argv(GOOD, placed, current) == [
+        "--affinity",
+        "4-7,68-71",
+        "--delete",
+        "hugepages",
+    ]
+    assert root_argv(GOOD, placed, {"affinity": "4-7,68-71"}) == []
+    # placement off: the spec's hugepages, affinity untouched
+    assert root_argv(GOOD, None, current) == ["--hugepages", "1024"]
+    assert "hugepages" not in desired_config(GOOD)
 
 
 @pytest.mark.parametrize(

@@ -30,9 +30,9 @@ import pytest
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_vm import (
     _PCI_ADDR,
     api_errors,
-    args_line,
     desired_config,
     keeper_vmid,
+    root_config,
     spec_errors,
 )
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_pve_schema import load_facts
@@ -149,7 +149,12 @@ RULES = [
          "config", "Parameter verification failed.", "proxmox_vm_model_disk.slot", "scsi31"),
     Rule("args-root-only", "only root@pam sets args (an API token is refused)",
          f"{API_QEMU} check_vm_modify_config_perm: 'only root can set '%s' config'",
-         {"proxmox_vm_gpu_clique": True}, "config", "only root can set 'args' config",
+         {"proxmox_vm_gpu_clique": True, "proxmox_vm_node_ssh_host": ""}, "config",
+         "only root can set 'args' config", "proxmox_vm_node_ssh_host", ""),
+    Rule("hugepages-root-only", "only root@pam sets hugepages (an API token is refused)",
+         f"{API_QEMU} check_vm_modify_config_perm (hugepages in no privilege class): 'only "
+         "root can set '%s' config'",
+         {"proxmox_vm_node_ssh_host": ""}, "config", "only root can set 'hugepages' config",
          "proxmox_vm_node_ssh_host", ""),
     Rule("raw-pci-root-only", "only root@pam passes a device by address",
          f"{API_QEMU} check_hostpci_perm: 'only root can set '%s' config for non-mapped "
@@ -169,13 +174,18 @@ class Node:
             tweak(self.api.state)
         self.secret = self.api.add_token("gpuhost@pve", "gpuhost", ALL_PRIVS)
 
-    def call(self, method, path, params=None):
+    def call(self, method, path, params=None, root=False):
+        """As the API token, or (root) as root@pam the way `qm` on the node acts."""
         params = {k: str(v) for k, v in (params or {}).items()}
         url = "/api2/json" + path
         if method == "GET" and params:
             url, params = f"{url}?{urlencode(params)}", {}
         headers = {"Authorization": f"PVEAPIToken=gpuhost@pve!gpuhost={self.secret}"}
-        status, reason, payload = self.api.handle(method, url, params, headers, {})
+        cookies = {}
+        if root:
+            self.api.tickets["qm-on-the-node"] = "root@pam"
+            headers, cookies = {}, {"PVEAuthCookie": "qm-on-the-node"}
+        status, reason, payload = self.api.handle(method, url, params, headers, cookies)
         errors = payload.get("errors")
         return status, reason + (f" {json.dumps(errors)}" if errors else ""), payload["data"]
 
@@ -229,13 +239,21 @@ class Node:
         for i, gpu in enumerate(v.get("proxmox_vm_gpus") or []):
             if _PCI_ADDR.fullmatch(gpu):  # what a raw address means: host=, not mapping=
                 cfg[f"hostpci{i}"] = cfg[f"hostpci{i}"].replace("mapping=", "host=")
-        if args_line(v):
-            cfg["args"] = args_line(v)
+        # the root-only options: `qm set` as root on the node when the spec names its host
+        # (the product refuses the spec otherwise), else what a token sending them gets
+        root = root_config(v)
+        if not v.get("proxmox_vm_node_ssh_host"):
+            cfg.update(root)
         disk = v["proxmox_vm_model_disk"]
         cfg[disk["slot"]] = f"{disk['storage']}:{disk['size_gib']}"
         status, message, _ = self.call("PUT", f"/nodes/{node}/qemu/{vmid}/config", cfg)
         if status != 200:
             return "config", message
+        if root and v.get("proxmox_vm_node_ssh_host"):
+            path = f"/nodes/{node}/qemu/{vmid}/config"
+            status, message, _ = self.call("PUT", path, root, root=True)
+            if status != 200:
+                return "config", message
         status, message, upid = self.call("POST", f"/nodes/{node}/qemu/{vmid}/status/start")
         if status != 200:
             return "start", message

@@ -13,11 +13,17 @@ import re
 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_plain as _plain
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_host as _host
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_placement as _place
 
 
 def gpuhost_proxmox_host_findings(report, spec):
     """report_text | gpuhost.gpu.proxmox_host_findings({node, gpus, memory_mib, ...})"""
     return _host.host_findings(str(report), _plain.plain(spec))
+
+
+def gpuhost_proxmox_host_topology(report, node):
+    """report_text | gpuhost.gpu.proxmox_host_topology(node) -> gpuhost_proxmox_node"""
+    return _place.node_topology(str(report), str(node))
 
 
 def gpuhost_proxmox_host_paths(mappings_json, node, gpus):
@@ -38,4 +44,5 @@ class FilterModule:
         return {
             "proxmox_host_findings": gpuhost_proxmox_host_findings,
             "proxmox_host_paths": gpuhost_proxmox_host_paths,
+            "proxmox_host_topology": gpuhost_proxmox_host_topology,
         }

@@ -9,6 +9,7 @@ tests/test_proxmox_vm_spec.py); these filters only expose them to the role.
 from __future__ import annotations
 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_plain as _plain
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_placement as _place
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_vm as _vm
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_pve_schema as _schema
 
@@ -31,9 +32,19 @@ def gpuhost_proxmox_vm_api_errors(spec, api):
     return _vm.api_errors(_plain.plain(spec), _plain.plain(api))
 
 
-def gpuhost_proxmox_vm_config(spec):
-    """spec | gpuhost.gpu.proxmox_vm_config -> the Proxmox config keys the role manages"""
-    return _vm.desired_config(_plain.plain(spec))
+def gpuhost_proxmox_vm_config(spec, placement=None):
+    """spec | gpuhost.gpu.proxmox_vm_config(placement) -> the config keys set through the API"""
+    return _vm.desired_config(_plain.plain(spec), _plain.plain(placement))
+
+
+def gpuhost_proxmox_vm_placement(spec, topology, api):
+    """spec | gpuhost.gpu.proxmox_vm_placement(gpuhost_proxmox_node, api) -> the decision"""
+    return _place.decide(_plain.plain(spec), _plain.plain(topology), _plain.plain(api))
+
+
+def gpuhost_proxmox_vm_root_argv(spec, placement, current):
+    """spec | gpuhost.gpu.proxmox_vm_root_argv(placement, current) -> `qm set` options or []"""
+    return _vm.root_argv(_plain.plain(spec), _plain.plain(placement), _plain.plain(current))
 
 
 def gpuhost_proxmox_vm_diff(desired, current):
@@ -58,6 +69,8 @@ class FilterModule:
             "proxmox_vm_spec_errors": gpuhost_proxmox_vm_spec_errors,
             "proxmox_vm_api_errors": gpuhost_proxmox_vm_api_errors,
             "proxmox_vm_config": gpuhost_proxmox_vm_config,
+            "proxmox_vm_placement": gpuhost_proxmox_vm_placement,
+            "proxmox_vm_root_argv": gpuhost_proxmox_vm_root_argv,
             "proxmox_vm_diff": gpuhost_proxmox_vm_diff,
             "proxmox_vm_args": gpuhost_proxmox_vm_args,
             "proxmox_vm_keeper": gpuhost_proxmox_vm_keeper,

@@ -13,8 +13,10 @@ description:
   - Reads C(/cluster/resources?type=vm), the C(/nodes) entry of I(node),
     C(/cluster/mapping/pci), C(/cluster/resources?type=storage), the config of every running
     VM on I(node) (which PCI devices are in use), of the VM I(vmid), of its keeper VM
-    I(keeper_vmid) and of the template I(template), through proxmoxer, for the proxmox_vm
-    role's checks before any change (gpuhost_proxmox_vm.api_errors). Only GET requests;
+    I(keeper_vmid) and of the template I(template), and the C(affinity) of every VM on
+    I(node), running or not (placement never reuses another VM's cores), through
+    proxmoxer, for the proxmox_vm role's checks before any change
+    (gpuhost_proxmox_vm.api_errors, gpuhost_proxmox_placement.decide). Only GET requests;
     runs on the controller, in check mode too.
   - Warns when I(validate_certs) is off.
 options:
@@ -43,6 +45,10 @@ configs: {description: Configs of the running VMs on I(node) by vmid., type: dic
 current: {description: The config of I(vmid), or null., type: dict, returned: always}
 keeper: {description: The config of I(keeper_vmid), or null., type: dict, returned: always}
 template: {description: The config of the template, or null., type: dict, returned: always}
+affinities:
+  description: The affinity of each VM on I(node) that has one, by vmid.
+  type: dict
+  returned: always
 """
 
 import traceback  # noqa: E402 - after the doc blocks
@@ -116,6 +122,12 @@ def main():
         named = [v for v in vms if v.get("name") == p["template"]] if p["template"] else []
         template = config(named[0]["vmid"]) if len(named) == 1 else None
         current, keeper = config(p["vmid"]), config(p["keeper_vmid"])
+        on_node = [v for v in vms if v.get("node") == p["node"] and not v.get("template")]
+        affinities = {}
+        for v in on_node:
+            cfg = configs.get(str(v["vmid"])) or config(v["vmid"]) or {}
+            if cfg.get("affinity"):
+                affinities[str(v["vmid"])] = str(cfg["affinity"])
     except Exception as exc:
         module.fail_json(msg=f"Proxmox API at {p['api_host']}:{p['api_port']}: {exc}")
     module.exit_json(
@@ -128,6 +140,7 @@ def main():
         current=current,
         keeper=keeper,
         template=template,
+        affinities=affinities,
     )
 
 

@@ -23,7 +23,8 @@ finding = prefixed(PREFIX)
 
 
 def parse_report(text):
-    """Split the node report into {cmdline, groups, hugepages, mappings, devices}."""
+    """Split the node report into {cmdline, groups, hugepages, mappings, devices, cpus,
+    numa_nodes, isolated} (the last three: the CPU topology, for gpuhost_proxmox_placement)."""
     sections, current = {}, None
     for line in text.splitlines():
         match = _SECTION.match(line)
@@ -38,6 +39,9 @@ def parse_report(text):
         "hugepages": {},
         "mappings": None,
         "devices": {},
+        "cpus": {},
+        "numa_nodes": {},
+        "isolated": [],
     }
     for line in sections.get(("iommu_groups", None), []):
         m = re.search(r"iommu_groups/(\d+)/devices/([0-9a-fA-F:.]+)", line)
@@ -48,6 +52,7 @@ def parse_report(text):
         if m:
             node = out["hugepages"].setdefault(int(m.group(1)), {})
             node[int(m.group(2))] = int(m.group(3))
+    _cpu_topology(sections, out)
     raw = "\n".join(sections.get(("mappings", None), [])).strip()
     if raw:
         try:
@@ -60,8 +65,58 @@ def parse_report(text):
     return out
 
 
+def cpu_list(text):
+    """'0-3,8,10-11' (the kernel's cpulist format) -> [0, 1, 2, 3, 8, 10, 11]; raises ValueError."""
+    out = set()
+    for part in str(text).strip().split(","):
+        if not part.strip():
+            continue
+        low, _, high = part.strip().partition("-")
+        low, high = int(low), int(high or low)
+        if high < low:
+            raise ValueError(f"invalid range {part!r}")
+        out.update(range(low, high + 1))
+    return sorted(out)
+
+
+def _cpu_topology(sections, out):
+    """`cpus`: grep -H of cpuN/topology/{physical_package_id,core_id,thread_siblings_list};
+    `numa_nodes`: grep -H of nodeN/cpulist; `isolated`: /sys/devices/system/cpu/isolated."""
+    path = re.compile(r"/cpu(\d+)/topology/(physical_package_id|core_id|thread_siblings_list):(.*)")
+    for line in sections.get(("cpus", None), []):
+        m = path.search(line)
+        if not m:
+            continue
+        cpu = out["cpus"].setdefault(int(m.group(1)), {})
+        try:
+            if m.group(2) == "thread_siblings_list":
+                cpu["siblings"] = cpu_list(m.group(3))
+            else:
+                cpu["package" if m.group(2) == "physical_package_id" else "core"] = int(m.group(3))
+        except ValueError:
+            continue
+    for line in sections.get(("numa_nodes", None), []):
+        m = re.search(r"/node(\d+)/cpulist:(.*)", line)
+        if m:
+            try:
+                out["numa_nodes"][int(m.group(1))] = cpu_list(m.group(2))
+            except ValueError:
+                continue
+    try:
+        out["isolated"] = cpu_list(" ".join(sections.get(("isolated", None), [])).strip())
+    except ValueError:
+        out["isolated"] = []
+
+
 def _device(lines):
-    dev = {"driver": None, "reset_method": None, "bar1_bytes": None, "link": {}}
+    dev = {
+        "driver": None,
+        "reset_method": None,
+        "bar1_bytes": None,
+        "link": {},
+        "numa_node": None,
+        "root_port": None,
+    }
     resources = []
     in_resource = False
     for line in lines:
@@ -69,6 +124,14 @@ def _device(lines):
             dev["driver"] = line.split(":", 1)[1].strip() or None
         elif line.startswith("reset_method:"):
             dev["reset_method"] = line.split(":", 1)[1].strip() or None
+        elif line.startswith("numa_node:"):
+            text = line.split(":", 1)[1].strip()
+            dev["numa_node"] = int(text) if re.fullmatch(r"-?\d+", text) else None
+        elif line.startswith("sysfs_path:"):
+            # /sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0: the first bridge under the
+            # PCI root is the root port (none when the device sits on the root bus itself)
+            hops = re.findall(r"/([0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])", line.lower())
+            dev["root_port"] = hops[0] if len(hops) > 1 else None
         elif line.startswith("resource:"):
             in_resource = True
         elif in_resource and re.match(r"0x[0-9a-f]+ 0x[0-9a-f]+ 0x[0-9a-f]+", line.strip()):

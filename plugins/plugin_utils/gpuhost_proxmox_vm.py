@@ -63,8 +63,11 @@ def hostpci(v):
     return {f"hostpci{i}": f"mapping={gpu}{pcie}" for i, gpu in enumerate(gpus)}
 
 
-def desired_config(v):
-    """The Proxmox config keys the role manages, as the API returns them (strings)."""
+def desired_config(v, placement=None):
+    """The Proxmox config keys the role manages through the API token, as the API returns
+    them (strings). The root-only keys are root_config(); placement: gpuhost_proxmox_placement
+    .decide()'s answer, whose `config` (numa, numaN) is merged in."""
+    placed = placement or {}
     cfg = {
         "name": v["proxmox_vm_name"],
         "cpu": v["proxmox_vm_cpu"],
@@ -81,13 +84,52 @@ def desired_config(v):
         "ipconfig0": v["proxmox_vm_ipconfig0"],
         "tags": v["proxmox_vm_managed_tag"],
     }
-    if v.get("proxmox_vm_hugepages"):
-        cfg["hugepages"] = str(v["proxmox_vm_hugepages"])
     keys = v.get("proxmox_vm_ssh_keys") or []
     if keys:
         cfg["sshkeys"] = quote("\n".join(keys), safe="")
     cfg.update(hostpci(v))
+    cfg.update(placed.get("config") or {})
     return cfg
+
+
+# VM options qemu-server lets only root@pam set: they are in none of the privilege classes of
+# PVE/API2/Qemu.pm check_vm_modify_config_perm ($cpuoptions, $memoryoptions, $hwtypeoptions,
+# $generaloptions, ...), which dies "only root can set '%s' config" for them, API tokens
+# included. The role sets them with `qm set` as root on the node (proxmox_vm_node_ssh_host).
+ROOT_KEYS = ("args", "affinity", "hugepages")
+SRC_ROOT = (
+    "qemu-server PVE/API2/Qemu.pm check_vm_modify_config_perm, 'only root can set '%s' config'"
+)
+
+
+def root_config(v, placement=None):
+    """{key: value} of the root-only keys the spec sets ('' for args: none). With placement
+    auto, affinity and hugepages are its decision (hugepages None: delete it)."""
+    placed = placement or {}
+    out = {}
+    if args_line(v):
+        out["args"] = args_line(v)
+    if placed.get("mode") == "auto":
+        out.update(placed.get("root") or {})
+    elif v.get("proxmox_vm_hugepages"):
+        out["hugepages"] = str(v["proxmox_vm_hugepages"])
+    return out
+
+
+def root_argv(v, placement, current):
+    """The `qm set VMID` options that bring the root-only keys to the spec, [] when none
+    differs: `--KEY VALUE` each, `--delete a,b` for what placement removes. Values are the
+    spec's checked args, a cpu list and a hugepage size: argv words, never a shell."""
+    current = current or {}
+    argv, delete = [], []
+    for key, want in sorted(root_config(v, placement).items()):
+        have = current.get(key)
+        if want is None:
+            if have is not None:
+                delete.append(key)
+        elif str(have) != str(want):
+            argv += [f"--{key}", str(want)]
+    return argv + (["--delete", ",".join(delete)] if delete else [])
 
 
 def _norm(key, value):
@@ -111,9 +153,10 @@ def config_diff(desired, current):
         have = (current or {}).get(key)
         if _norm(key, want) != _norm(key, have):
             out[key] = {"before": None if have is None else str(have), "after": want}
-    # hostpciN beyond the spec's GPUs: the spec removed a GPU.
+    # hostpciN beyond the spec's GPUs: the spec removed a GPU; numaN beyond placement's nodes.
+    stale = r"hostpci\d+|numa\d+" if "numa0" in desired else r"hostpci\d+"
     for key in sorted(current or {}):
-        if re.fullmatch(r"hostpci\d+", key) and key not in desired:
+        if re.fullmatch(stale, key) and key not in desired:
             out[key] = {"before": str(current[key]), "after": None}
     return out
 
@@ -260,7 +303,8 @@ def spec_errors(v, facts):
         )
     errors.extend(_model_disk_shape_errors(v, facts))
     hugepages = str(v.get("proxmox_vm_hugepages") or "")
-    if hugepages and not _bool(v.get("proxmox_vm_numa", False)):
+    auto = v.get("proxmox_vm_placement") == "auto"
+    if hugepages and not auto and not _bool(v.get("proxmox_vm_numa", False)):
         errors.append(
             _err(
                 "proxmox_vm_hugepages",
@@ -278,17 +322,25 @@ def spec_errors(v, facts):
                 f"not a multiple of the {hugepages} MiB hugepage size",
             )
         )
-    if args_line(v) and not v.get("proxmox_vm_node_ssh_host"):
+    needs_root = sorted(root_config(v)) + (["affinity"] if auto else [])
+    if needs_root and not v.get("proxmox_vm_node_ssh_host"):
+        why = {
+            "args": "`args` (proxmox_vm_gpu_clique, proxmox_vm_mmio64_mib or "
+            "proxmox_vm_extra_args)",
+            "hugepages": "`hugepages` (proxmox_vm_hugepages)",
+            "affinity": "`affinity` and `hugepages` (proxmox_vm_placement: auto)",
+        }
         errors.append(
             _err(
                 "proxmox_vm_node_ssh_host",
                 v.get("proxmox_vm_node_ssh_host"),
-                "the spec needs the VM option `args` (proxmox_vm_gpu_clique, "
-                "proxmox_vm_mmio64_mib or proxmox_vm_extra_args), which Proxmox lets only "
-                "root@pam set: an API token is refused ('only root can set 'args' config'). "
-                "Name the Proxmox node's inventory host here so the role sets it with "
-                "`qm set --args` over SSH on the node",
+                "the spec needs the VM option "
+                + ", ".join(why[k] for k in needs_root)
+                + ", which Proxmox lets only root@pam set: an API token is refused ('only "
+                f"root can set '{needs_root[0]}' config'). Name the Proxmox node's inventory "
+                "host here so the role sets them with `qm set` over SSH on the node",
                 "an inventory host name",
+                SRC_ROOT,
             )
         )
     errors.extend(_schema_errors(v, facts))
@@ -360,6 +412,7 @@ def _schema_errors(v, facts):
     except (KeyError, TypeError, ValueError) as exc:
         return [f"proxmox_vm spec incomplete: {exc}"]
     params = dict(cfg, node=v.get("proxmox_vm_node") or "", vmid=str(v.get("proxmox_vm_vmid")))
+    params.update({k: x for k, x in root_config(v).items() if k != "args"})
     storage = v.get("proxmox_vm_efidisk_storage")
     if storage:
         params["efidisk0"] = efidisk0(v)

@@ -12,7 +12,8 @@ Proxmox API stand-in under tests/proxmox_standin.
 
 Named string formats whose keys the schema only gives as `typetext` (pve-qm-hostpci,
 pve-vm-cpu-conf, pve-qm-ipconfig, ...) are parsed from that typetext. Formats that are not
-checked here (CIDR, address lists, cpusets) are accepted as any string.
+checked here (CIDR, address lists) are accepted as any string; cpusets (`affinity`) are
+checked as qemu-server's pve_verify_cpuset parses them.
 """
 
 from __future__ import annotations
@@ -236,9 +237,21 @@ def _check_value(spec, value):
     fmt = spec.get("format")
     if isinstance(fmt, dict) or (isinstance(fmt, str) and "=" in (spec.get("typetext") or "")):
         return _check_property_string("", text, fmt, spec.get("typetext"))
+    if fmt == "pve-cpuset" and not _cpuset_ok(text):
+        # qemu-server PVE/QemuServer.pm pve_verify_cpuset (PVE::CpuSet::parse_cpuset in
+        # pve-common: comma-separated `N` or `N-M` with M >= N, blanks around allowed)
+        return "invalid format - unable to parse cpuset option"
     if fmt in _FORMAT_PATTERNS and not re.fullmatch(_FORMAT_PATTERNS[fmt], text):
         return f"invalid format - value '{text}' does not match format '{fmt}'"
     return None
+
+
+def _cpuset_ok(text):
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", part)
+        if not match or (match.group(2) and int(match.group(2)) < int(match.group(1))):
+            return False
+    return True
 
 
 def check_params(facts, path, method, params):

@@ -64,11 +64,14 @@ schema = _load_schema()
 ROOT_USER = "root@pam"
 _DISK = re.compile(r"(ide|sata|scsi|virtio|efidisk|tpmstate|unused)\d+")
 # Config keys by the privilege qemu-server checks for them (check_vm_modify_config_perm);
-# anything else is root-only. Only the keys gpuhost uses, plus their neighbours.
+# anything else is root-only. Only the keys gpuhost uses, plus their neighbours. `affinity`,
+# `hugepages` and `keephugepages` are in none of its classes ($cpuoptions, $memoryoptions,
+# $hwtypeoptions, $generaloptions in PVE/API2/Qemu.pm, qemu-server 9.2.6), so Proxmox answers
+# an API token "only root can set 'affinity' config": root-only here too.
 _PRIV_OF = {
-    "VM.Config.CPU": {"cpu", "sockets", "cores", "vcpus", "cpulimit", "cpuunits", "affinity"},
+    "VM.Config.CPU": {"cpu", "sockets", "cores", "vcpus", "cpulimit", "cpuunits"},
     "VM.Config.Memory": {"memory", "balloon", "shares"},
-    "VM.Config.HWType": {"machine", "bios", "hugepages", "keephugepages", "scsihw", "vga"},
+    "VM.Config.HWType": {"machine", "bios", "scsihw", "vga"},
     "VM.Config.Options": {"name", "onboot", "ostype", "description", "boot", "tags", "agent"},
     "VM.Config.Cloudinit": {"ciuser", "cipassword", "sshkeys", "citype", "nameserver"},
 }
@@ -197,6 +200,63 @@ def default_state():
         "tokens": {},
         "passwords": {},
     }
+
+
+def _numa_refusal(cfg, node):
+    """qemu-server PVE/QemuServer/Memory.pm config, for a VM with numa=1 and numaN entries:
+    "missing NUMA node%d memory value", "missing NUMA node%d cpus", "you need to define a
+    policy for hostnode %s", "numa hostnodes need to be defined to use hugepages", "host NUMA
+    node%d doesn't exist" (print_numa_hostnodes, against the node's NUMA nodes: `numa_nodes`
+    in the stand-in's node, 1 when not given), "total memory for NUMA nodes must be equal to
+    vm static memory"; hugepages_size: "Memory size %d is not a multiple of the requested
+    hugepages size %d"."""
+    if str(cfg.get("numa", "0")).lower() not in ("1", "true", "on"):
+        return None
+    total, host_nodes = 0, int(node.get("numa_nodes", 1))
+    for i in range(_INDEX_LIMITS["numa"]):
+        if f"numa{i}" not in cfg:
+            continue
+        numa = schema.parse_property_string(cfg[f"numa{i}"])
+        if not numa.get("memory"):
+            return f"missing NUMA node{i} memory value"
+        if numa.get("cpus") is None:
+            return f"missing NUMA node{i} cpus"
+        total += int(float(numa["memory"]))
+        hostnodes = numa.get("hostnodes")
+        if hostnodes is None:
+            if cfg.get("hugepages"):
+                return "numa hostnodes need to be defined to use hugepages"
+            continue
+        if not numa.get("policy"):
+            return f"you need to define a policy for hostnode {hostnodes.replace(';', ',')}"
+        for part in hostnodes.split(";"):
+            low, _, high = part.partition("-")
+            for n in range(int(low), int(high or low) + 1):
+                if n >= host_nodes:
+                    return f"host NUMA node{n} doesn't exist"
+        size = cfg.get("hugepages")
+        if size in ("2", "1024") and int(float(numa["memory"])) % int(size):
+            return (
+                f"Memory size {numa['memory']} is not a multiple of the requested hugepages "
+                f"size {size}"
+            )
+    if total and total != int(cfg.get("memory", 512)):
+        return "total memory for NUMA nodes must be equal to vm static memory"
+    return None
+
+
+def _affinity_refusal(cfg, node):
+    """taskset (util-linux) sets the mask of QEMU before it runs; sched_setaffinity(2) fails
+    with EINVAL when the mask holds no CPU of the node, and the start task fails."""
+    if not cfg.get("affinity"):
+        return None
+    cpus = set()
+    for part in cfg["affinity"].split(","):
+        low, _, high = part.strip().partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    if all(c >= int(node["maxcpu"]) for c in cpus):
+        return f"taskset: failed to set pid's affinity: Invalid argument ({cfg['affinity']})"
+    return None
 
 
 class PveStandin:
@@ -606,7 +666,9 @@ class PveStandin:
         - PVE/QemuServer/PCI.pm reserve_pci_usage: a device a running VM holds,
           "PCI device '%s' already in use by VMID '%s'";
         - PVE/QemuServer/Memory.pm (memory part of the command line): hugepages without
-          numa, "numa needs to be enabled to use hugepages";
+          numa, "numa needs to be enabled to use hugepages"; the numaN checks (_numa_refusal);
+        - PVE/QemuServer.pm config_to_command: QEMU runs under `taskset --cpu-list --all-tasks
+          <affinity>`, which fails when no CPU of the list exists (_affinity_refusal);
         - QEMU: with passed-through devices all guest memory is pinned; more than the node
           has fails the start, "start failed: QEMU exited with code 1"."""
         cfg, node = vm["config"], self.state["nodes"][vm["node"]]
@@ -616,6 +678,9 @@ class PveStandin:
         if cfg.get("hugepages") and str(cfg.get("numa", "0")).lower() not in ("1", "true", "on"):
             # Proxmox's die has no newline, so Perl adds " at .../Memory.pm line N."
             return "numa needs to be enabled to use hugepages at PVE/QemuServer/Memory.pm"
+        refusal = _numa_refusal(cfg, node) or _affinity_refusal(cfg, node)
+        if refusal:
+            return refusal
         devices = self._pci_paths(vm)
         if isinstance(devices, str):
             return devices

@@ -38,7 +38,9 @@ GOOD = dict(
     proxmox_vm_api_token_secret="***",
     proxmox_vm_name="gpu-vm1",
     proxmox_vm_numa=True,
+    # hugepages is root-only in Proxmox: the role sets it with qm set on the node's host
     proxmox_vm_hugepages="1024",
+    proxmox_vm_node_ssh_host="pve-node",
 )
 
 
