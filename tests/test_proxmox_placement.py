@@ -12,6 +12,7 @@ import copy
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_placement as pl
 from proxmox_standin import specs
 from proxmox_standin.pve_standin import ALL_PRIVS, PveStandin
@@ -207,3 +208,26 @@ def test_standin_refuses_at_start_what_qemu_server_refuses(change, says):
         assert refusal is None and node["maxcpu"] == 128
     else:
         assert refusal and says in refusal, refusal
+
+
+def _validate(values):
+    from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as gv
+
+    def load(path):
+        return yaml.safe_load(Path(path).read_text())
+
+    roles = str(Path(__file__).resolve().parents[1] / "roles")
+    specs_, constraints = gv.load_role_specs(roles, load), gv.load_role_constraints(roles, load)
+    errors = gv.validate(specs_, constraints, values, gv.plain_defaults(specs_))[0]
+    return [e for e in errors if e.startswith("proxmox_vm_")]
+
+
+def test_validate_refuses_auto_without_the_node_host_before_any_play():
+    """playbooks/validate.yml's path: meta/constraints.yml rule, before the role runs."""
+    errors = _validate({"proxmox_vm_placement": "auto"})
+    assert len(errors) == 1 and errors[0].startswith("proxmox_vm_node_ssh_host: got ''")
+    assert "proxmox_vm_placement is 'auto'" in errors[0]
+    assert _validate({"proxmox_vm_placement": "auto", "proxmox_vm_node_ssh_host": "pve"}) == []
+    assert _validate({"proxmox_vm_placement": "off"}) == []
+    # a bare YAML off is false, not "off": refused naming the variable
+    assert _validate({"proxmox_vm_placement": False})[0].startswith("proxmox_vm_placement")
