@@ -87,7 +87,9 @@ def collect_numa_cpus(probe):
         text = probe.read(f"/sys/devices/system/node/{name}/cpulist")
         count = parse_cpulist(text)
         if text is None or count is None:
-            unknown[f"numa_cpus.{len(nodes)}"] = f"/sys/devices/system/node/{name}/cpulist not readable"
+            unknown[f"numa_cpus.{len(nodes)}"] = (
+                f"/sys/devices/system/node/{name}/cpulist not readable"
+            )
             count = UNKNOWN
         nodes.append({"node": int(match.group(1)), "cpus": (text or "").strip(), "count": count})
     nodes.sort(key=lambda n: n["node"])

@@ -118,6 +118,4 @@ def numa_findings(gpu, host):
         f"GPU {bus} on node {node}" if node >= 0 else f"GPU {bus} reports no node"
         for bus, node in placed
     )
-    return [
-        finding("preflight.numa", "pass", f"{detail}; each such node has CPUs ({cpus_text})")
-    ]
+    return [finding("preflight.numa", "pass", f"{detail}; each such node has CPUs ({cpus_text})")]
