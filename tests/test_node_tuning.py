@@ -35,6 +35,7 @@ def test_parse_reads_governors_idle_states_and_the_bridges():
     assert facts["acs"]["0000:01:00.0"] == {}  # no ACS capability: nothing redirects
     unread = parse_report((FIX / "tuning-unreadable.txt").read_text())
     assert unread["acs"]["0000:00:01.0"] is None
+    assert parse_report("### acs 0000:00:01.0\nlspci: not found\n")["acs"]["0000:00:01.0"] is None
 
 
 def test_tuned_node_passes():

@@ -53,7 +53,7 @@ def parse_report(text):
     """{governors: {cpu: governor}, cpufreq_driver, cpuidle_driver, idle: {cpu: {state:
     {name, latency, disable}}}, upstream: {gpu: [bridges]}, acs: {bridge: flags or None}}.
     acs flags: {"ReqRedir": True, ...} from the ACSCtl line; None when lspci printed
-    "<access denied>"; {} when the bridge has no ACS capability."""
+    "<access denied>" or is missing; {} when the bridge has no ACS capability."""
     parts = sections(text)
 
     def first(key):
@@ -91,7 +91,7 @@ def _acs_flags(lines):
     match = re.search(r"ACSCtl:\s*(.*)", text)
     if match:
         return {m.group(1): m.group(2) == "+" for m in re.finditer(r"(\w+)([+-])", match.group(1))}
-    if "access denied" in text:
+    if "access denied" in text or "lspci: not found" in text:
         return None
     return {}
 
@@ -113,8 +113,9 @@ def _governor(facts):
         return finding(
             "cpu_governor",
             "pass",
-            "not checked: no /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor, so the "
-            "firmware sets the clocks; make sure its power profile is the performance one",
+            "not checked: no /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor (no cpufreq "
+            "driver), so the firmware sets the clocks; make sure its power profile is the "
+            "performance one",
         )
     counts = Counter(governors.values())
     other = {g: n for g, n in counts.items() if g != "performance"}
@@ -204,7 +205,7 @@ def _acs(facts, clique):
         return finding(
             "acs",
             "pass",
-            f"not checked: ACS control of {', '.join(unread)} not readable (lspci as root)",
+            f"not checked: ACS control of {', '.join(unread)} not readable (lspci missing, or not run as root)",
         )
     redirecting = {
         b: [f for f in REDIRECT if facts["acs"][b].get(f)]
