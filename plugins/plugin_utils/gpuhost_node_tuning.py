@@ -205,7 +205,8 @@ def _acs(facts, clique):
         return finding(
             "acs",
             "pass",
-            f"not checked: ACS control of {', '.join(unread)} not readable (lspci missing, or not run as root)",
+            f"not checked: ACS control of {', '.join(unread)} not readable (lspci missing, or "
+            "not run as root)",
         )
     redirecting = {
         b: [f for f in REDIRECT if facts["acs"][b].get(f)]
