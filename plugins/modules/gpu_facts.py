@@ -31,6 +31,11 @@ options:
       nvidia-smi.
     type: int
     default: 30
+  cpu_sample_s:
+    description: Seconds between the two reads of /proc/stat that give the steal time
+      (C(gpuhost_host.steal)); 0 = do not sample (the steal values are then C(unknown)).
+    type: float
+    default: 1.0
 author:
   - gpuhost contributors
 """
@@ -48,12 +53,14 @@ gpuhost_gpu:
   returned: always
   type: dict
 gpuhost_host:
-  description: Virtualisation, kernel, Secure Boot, hugepages, NUMA, disk, IOMMU, IB.
+  description: Virtualisation, kernel, Secure Boot, hugepages, NUMA (CPUs per node), steal
+    time, disk, IOMMU, IB.
   returned: always
   type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_stat import collect_cpu  # noqa: E402
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import (  # noqa: E402
     Probe,
     collect_host,
@@ -66,7 +73,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus  # noqa: E402
 
 
-def gather(probe, nvidia_smi, disk_paths, warn=lambda msg: None):
+def gather(probe, nvidia_smi, disk_paths, warn=lambda msg: None, cpu_sample_s=0.0):
     """Both facts; a bug in one collector degrades that fact to 'unknown', never the play."""
     try:
         pci_devices, pci_unknown = collect_pci_gpus(probe)
@@ -88,6 +95,14 @@ def gather(probe, nvidia_smi, disk_paths, warn=lambda msg: None):
     except Exception as exc:
         host = {"virt": {}, "unknown": {"host": f"internal error: {exc!r}"}}
         warn(f"gpu_facts: reading host facts failed: {exc!r}")
+    try:
+        cpu, cpu_unknown = collect_cpu(probe, cpu_sample_s)
+    except Exception as exc:
+        cpu = {"numa_cpus": UNKNOWN, "steal": {"percent": UNKNOWN}}
+        cpu_unknown = {"steal.percent": f"internal error: {exc!r}"}
+        warn(f"gpu_facts: reading CPU time and NUMA failed: {exc!r}")
+    host.update(cpu)
+    host.setdefault("unknown", {}).update(cpu_unknown)
     modes = [g["virtualization_mode"] for g in gpu["gpus"] if g["virtualization_mode"] != UNKNOWN]
     if modes:
         host["virt"]["gpu_passthrough"] = any(m == "Pass-Through" for m in modes)
@@ -103,14 +118,22 @@ def main():
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "disk_paths": {"type": "list", "elements": "path", "default": []},
             "timeout": {"type": "int", "default": 30},
+            "cpu_sample_s": {"type": "float", "default": 1.0},
         },
         supports_check_mode=True,
     )
     if module.params["timeout"] < 1:
         module.fail_json(msg=f"timeout: got {module.params['timeout']}; allowed: an int >= 1")
+    sample = module.params["cpu_sample_s"]
+    if not 0 <= sample <= 10:
+        module.fail_json(msg=f"cpu_sample_s: got {sample}; allowed: seconds from 0 to 10")
     probe = Probe(timeout=module.params["timeout"])
     gpu, host = gather(
-        probe, module.params["nvidia_smi"], module.params["disk_paths"], warn=module.warn
+        probe,
+        module.params["nvidia_smi"],
+        module.params["disk_paths"],
+        warn=module.warn,
+        cpu_sample_s=sample,
     )
     module.exit_json(changed=False, gpuhost_gpu=gpu, gpuhost_host=host)
 

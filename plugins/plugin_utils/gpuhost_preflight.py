@@ -11,6 +11,10 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import finding
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_guest_checks import (
+    numa_findings,
+    steal_findings,
+)
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_tp import divisors, tp_misfit
 
 UNKNOWN = "unknown"
@@ -94,7 +98,8 @@ def preflight_findings(gpu, host, req):
 
     expected_gpu_count (int, 0 = any), expected_gpu_model (str, '' = any),
     min_driver_version (str, '' = any), required_free_disk_gib (int), tp_size (int, 0 = not
-    set), p2p_required (bool), pcie_degraded_policy (warn|fail|ignore).
+    set), p2p_required (bool), pcie_degraded_policy (warn|fail|ignore), steal_warn_percent
+    (number, default 5).
     """
     out = []
     expected = int(req.get("expected_gpu_count") or 0)
@@ -104,6 +109,7 @@ def preflight_findings(gpu, host, req):
     where = "" if loaded else " on the PCI bus (driver not loaded)"
 
     out.extend(_init_findings(host))
+    out.extend(steal_findings(host, float(req.get("steal_warn_percent") or 5)))
     out.extend(_disk_findings(host, int(req.get("required_free_disk_gib") or 0)))
 
     if not gpu.get("present"):
@@ -177,6 +183,7 @@ def preflight_findings(gpu, host, req):
     out.extend(_tp_findings(count, int(req.get("tp_size") or 0), where, tp_name))
     out.extend(_p2p_findings(gpu, bool(req.get("p2p_required")), loaded))
     out.extend(_link_findings(gpu, req.get("pcie_degraded_policy") or "warn"))
+    out.extend(numa_findings(gpu, host))
 
     if host.get("secure_boot") == "enabled" and not loaded:
         out.append(

@@ -246,7 +246,7 @@ def _group_of(facts, bdf):
 
 def _device_findings(facts, bdfs, spec):
     out = []
-    unbound, shared, resets, bars, links = [], [], [], [], []
+    unbound, shared, resets, bars, links, slow = [], [], [], [], [], []
     vram = int(spec.get("vram_mib") or 0) * 1024 * 1024
     for gpu, path in bdfs:
         dev = facts["devices"].get(path) or facts["devices"].get(path + ".0") or {}
@@ -263,7 +263,10 @@ def _device_findings(facts, bdfs, spec):
             bars.append(f"{gpu} BAR1 {dev['bar1_bytes'] // 2**20} MiB < VRAM {vram // 2**20} MiB")
         cap, sta = dev.get("link", {}).get("LnkCap"), dev.get("link", {}).get("LnkSta")
         if cap and sta and (sta[0] < cap[0] or sta[1] < cap[1]):
-            links.append(f"{gpu} {sta[0]:g}GT/s x{sta[1]} of {cap[0]:g}GT/s x{cap[1]}")
+            # A narrower link is a fault at any time; a slower one alone may be an idle GPU
+            # saving power (it trains its speed down), which only a reading under load tells.
+            text = f"{gpu} {sta[0]:g}GT/s x{sta[1]} of {cap[0]:g}GT/s x{cap[1]}"
+            (links if sta[1] < cap[1] else slow).append(text)
     if not bdfs:
         return []
     out.append(
@@ -309,13 +312,22 @@ def _device_findings(facts, bdfs, spec):
                 "Enable Above 4G decoding and Resizable BAR in the node firmware." if bars else "",
             )
         )
+    idle = (
+        f" (speed below LnkCap: {'; '.join(slow)}: an idle GPU trains its link speed down to "
+        "save power, so the node cannot judge speed; `gpuhost doctor` on the VM judges it "
+        "under load)"
+        if slow
+        else ""
+    )
     out.append(
         finding(
             "pcie_links",
             "warn" if links else "pass",
-            f"degraded links: {'; '.join(links)}" if links else "GPU links at full speed and width",
+            f"narrower links: {'; '.join(links)}{idle}"
+            if links
+            else f"GPU links at full width{idle or ' and speed'}",
             "Compare LnkSta with LnkCap (lspci -vv); reseat the card, check risers and the slot's "
-            "bifurcation. An idle GPU may train down its speed; re-check under load."
+            "bifurcation; then run `gpuhost doctor` under load for the speed."
             if links
             else "",
         )
