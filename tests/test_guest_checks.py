@@ -111,8 +111,13 @@ def test_collect_cpu_without_sources_says_why(tmp_path):
         "numa_cpus": "/sys/devices/system/node not readable",
         "steal.percent": "/proc/stat not readable",
     }
+    # 0: one read, the share since boot; nothing sleeps
     found, unknown = collect_cpu(_tree(tmp_path / "x", BEFORE, {}), 0, lambda s: 1 / 0)
-    assert unknown["steal.percent"] == "not sampled (cpu_sample_s is 0)"
+    assert "steal.percent" not in unknown
+    assert found["steal"]["interval_s"] == 0
+    # BEFORE since boot: 400 of 92550 ticks overall, 400 of 46475 on cpu1
+    assert (found["steal"]["percent"], found["steal"]["worst_cpu"]) == (0.4, "cpu1")
+    assert found["steal"]["worst_cpu_percent"] == 0.9
 
 
 def _host(percent, worst, virt="kvm", nodes=None):
@@ -191,7 +196,7 @@ def test_real_kvm_guest_one_node_gpu_without_a_node():
     gpu, host = gather(probe, "nvidia-smi", [], cpu_sample_s=0)
     assert gpu["pci_devices"][0]["numa_node"] == -1
     assert host["numa_cpus"] == [{"node": 0, "cpus": "0-15", "count": 16}]
-    assert host["steal"]["percent"] == UNKNOWN  # not sampled here
+    assert host["steal"]["percent"] == UNKNOWN  # the capture has no /proc/stat
     found = numa_findings(gpu, host)[0]
     assert found["status"] == "pass"
     assert "the guest has one NUMA node and its GPUs report none (numa_node -1)" in found["message"]

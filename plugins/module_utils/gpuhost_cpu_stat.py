@@ -97,14 +97,16 @@ def collect_numa_cpus(probe):
 
 
 def collect_steal(probe, sample_s, sleep=time.sleep):
-    """Steal time over sample_s seconds: /proc/stat read, sleep, read again."""
+    """Steal time over sample_s seconds (/proc/stat read, sleep, read again), or since boot
+    when sample_s is 0 (one read: the counters start at zero at boot, and nothing waits)."""
     steal = {"percent": UNKNOWN, "worst_cpu": "", "worst_cpu_percent": UNKNOWN}
     steal["interval_s"] = sample_s
-    if sample_s <= 0:
-        return steal, {"steal.percent": "not sampled (cpu_sample_s is 0)"}
-    before = parse_proc_stat(probe.read("/proc/stat"))
-    sleep(sample_s)
+    if sample_s > 0:
+        before = parse_proc_stat(probe.read("/proc/stat"))
+        sleep(sample_s)
     after = parse_proc_stat(probe.read("/proc/stat"))
+    if sample_s <= 0:
+        before = {name: [0] * len(ticks) for name, ticks in after.items()}
     found = steal_between(before, after)
     if found is None:
         reason = "/proc/stat not readable" if not after else "/proc/stat has no steal column"
@@ -113,7 +115,7 @@ def collect_steal(probe, sample_s, sleep=time.sleep):
     return steal, {}
 
 
-def collect_cpu(probe, sample_s=1.0, sleep=time.sleep):
+def collect_cpu(probe, sample_s=0.0, sleep=time.sleep):
     """The gpuhost_host keys numa_cpus and steal (docs/facts.md), and their unknown reasons."""
     numa, unknown = collect_numa_cpus(probe)
     steal, steal_unknown = collect_steal(probe, sample_s, sleep)

@@ -33,9 +33,10 @@ options:
     default: 30
   cpu_sample_s:
     description: Seconds between the two reads of /proc/stat that give the steal time
-      (C(gpuhost_host.steal)); 0 = do not sample (the steal values are then C(unknown)).
+      (C(gpuhost_host.steal)); 0 = one read, the steal time since boot (no wait: preflight
+      runs in every play; the bench samples steal under load, per level).
     type: float
-    default: 1.0
+    default: 0.0
 author:
   - gpuhost contributors
 """
@@ -118,7 +119,7 @@ def main():
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "disk_paths": {"type": "list", "elements": "path", "default": []},
             "timeout": {"type": "int", "default": 30},
-            "cpu_sample_s": {"type": "float", "default": 1.0},
+            "cpu_sample_s": {"type": "float", "default": 0.0},
         },
         supports_check_mode=True,
     )

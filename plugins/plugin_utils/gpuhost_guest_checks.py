@@ -47,7 +47,8 @@ def steal_findings(host, warn_percent):
         return [finding("preflight.steal_time", "pass", f"not checked: {why}")]
     if not isinstance(worst_pct, (int, float)) or isinstance(worst_pct, bool):
         worst_pct = pct
-    over = f" over {steal.get('interval_s')} s"
+    interval = steal.get("interval_s")
+    over = f" over {interval} s" if interval else " since boot"
     where = f", {worst} {worst_pct:.1f}%" if worst else ""
     if worst_pct >= warn_percent:
         return [
