@@ -101,8 +101,12 @@ def test_summarize_names_the_busiest_thread_steal_and_run_queue():
     assert cpu["run_queue"] == 7.0 and cpu["cpus"] == 4  # the sampler itself taken off
     assert cs.cpu_bound(cpu) == ["thread", "steal", "run_queue"]
     words = cs.evidence(cpu)
-    for part in ("busiest server thread 'scheduler' (pid 10, tid 11) at 95% of a core",
-                 "2.1 CPU ms per output token", "steal 10.0%", "run queue 7.0 for 4 CPUs"):
+    for part in (
+        "busiest server thread 'scheduler' (pid 10, tid 11) at 95% of a core",
+        "2.1 CPU ms per output token",
+        "steal 10.0%",
+        "run queue 7.0 for 4 CPUs",
+    ):
         assert part in words, words  # fmt: skip
     assert cs.summarize(start, start, [], 100) is None
 
@@ -113,9 +117,19 @@ def gpu(sm, pwr, n=1):
              "txpci": 500.0} for g in range(n)]  # fmt: skip
 
 
-CALM = {"wall_s": 10, "cpu_s": 5.0, "cores": 0.5, "cpu_s_per_token": 0.0005,
-        "busiest": {"comm": "scheduler", "pid": 10, "tid": 11, "share": 0.4}, "saturated": 0,
-        "threads": 40, "steal_pct": 0.5, "steal_max_pct": 1.0, "run_queue": 1.0, "cpus": 16}  # fmt: skip
+CALM = {
+    "wall_s": 10,
+    "cpu_s": 5.0,
+    "cores": 0.5,
+    "cpu_s_per_token": 0.0005,
+    "busiest": {"comm": "scheduler", "pid": 10, "tid": 11, "share": 0.4},
+    "saturated": 0,
+    "threads": 40,
+    "steal_pct": 0.5,
+    "steal_max_pct": 1.0,
+    "run_queue": 1.0,
+    "cpus": 16,
+}
 SPINNING = dict(CALM, busiest=dict(CALM["busiest"], share=0.99), saturated=1)
 STOLEN = dict(CALM, steal_pct=22.0)
 
@@ -195,9 +209,9 @@ def free_port():
     pytest.fail(f"no free loopback port in {PORTS.start}-{PORTS.stop - 1}")
 
 
-@pytest.fixture
-def launch_bound_standin(tmp_path):
-    """The stand-in with 2000 us of CPU per token and no sleep per token, on loopback."""
+def standin_with_cpu_cost(tmp_path):
+    """The stand-in with 2000 us of CPU per token and no sleep per token, on loopback:
+    yields (port, process), stops it after."""
     port = free_port()
     log = open(tmp_path / "standin.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -220,6 +234,11 @@ def launch_bound_standin(tmp_path):
     proc.terminate()
     proc.wait(timeout=10)
     log.close()
+
+
+@pytest.fixture
+def launch_bound_standin(tmp_path):
+    yield from standin_with_cpu_cost(tmp_path)
 
 
 def test_sampler_finds_the_standins_busy_thread_and_its_cost(launch_bound_standin):

@@ -13,9 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_gpu_samples as gs
 from test_bench_report import CONSTRUCTED, make_run, read_lines
-from test_cpu_samples import capture, launch_bound_standin  # noqa: F401 - a fixture
+from test_cpu_samples import capture, standin_with_cpu_cost
 
 from gpuhost import gpu_profile, report, runfacts
 
@@ -140,6 +141,11 @@ open(a["--output-file"], "a").write(json.dumps(line) + "\\n")
 """
 
 
+@pytest.fixture
+def launch_bound_standin(tmp_path):
+    yield from standin_with_cpu_cost(tmp_path)
+
+
 def run_bench_module(tmp_path, port, **params):
     fake = tmp_path / "python"
     fake.write_text(BENCH_DOUBLE.format(python=sys.executable))
@@ -198,6 +204,8 @@ def test_report_shows_the_cpu_side_beside_the_gpu_samples(tmp_path):
     assert "| 8 | power |" in text
     assert "The CPU side of each level, from /proc" in text
     assert "| " + " | ".join(gpu_profile.CPU_HEADER) + " |" in text
-    assert "| 1 | python (tid 559) 100% of a core | 1.00 cores | 0.00892 | 0.0% | 1.0 / 16 |" in text
+    assert (
+        "| 1 | python (tid 559) 100% of a core | 1.00 cores | 0.00892 | 0.0% | 1.0 / 16 |" in text
+    )
     assert "| 16 | not sampled: CPU sampling off (cpu_sampler: false) |" in text
     assert (run.path / gpu_profile.PLOT_NAME).read_bytes()[:4] == b"\x89PNG"

@@ -25,6 +25,7 @@ import re
 import subprocess
 import threading
 import time
+from itertools import pairwise
 
 THREAD_SATURATED = 0.90  # a thread at this share of one core or more leaves no headroom
 STEAL_BOUND = 10.0  # % of CPU time the hypervisor gave to someone else
@@ -166,7 +167,7 @@ def summarize(start, end, samples, clk_tck, output_tokens=None, cpus=None):
     stat_texts = [start.get("proc_stat")] + [s.get("proc_stat") for s in samples or []]
     stat_texts.append(end.get("proc_stat"))
     stat_texts = [t for t in stat_texts if t]
-    steps = [_steal(a, b) for a, b in zip(stat_texts, stat_texts[1:], strict=False)]
+    steps = [_steal(a, b) for a, b in pairwise(stat_texts)]
     steps = [s for s in steps if s is not None]
     queue = []
     for sample in samples or []:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_samples import (
     cpu_bound,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_samples import (
     evidence as cpu_evidence,
 )
 

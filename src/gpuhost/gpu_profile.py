@@ -167,10 +167,13 @@ def plot(series: dict[str, tuple[list, list[dict]]], path: Path) -> Path | None:
         cpu = [
             (n, c["summary"]["busiest"]["share"] * 100.0)
             for n, c in cpu_levels(series[label][1])
-            if isinstance(c.get("summary"), dict) and (c["summary"].get("busiest") or {}).get("share")
+            if isinstance(c.get("summary"), dict)
+            and (c["summary"].get("busiest") or {}).get("share")
         ]
         if cpu:
-            bottom.plot(*zip(*cpu, strict=True), "D--", label=f"{label} busiest CPU thread % of a core")
+            bottom.plot(
+                *zip(*cpu, strict=True), "D--", label=f"{label} busiest CPU thread % of a core"
+            )
         for level, gpu in lv:
             standin = standin or bool(gpu.get("standin"))
             bound = (gpu.get("bound") or {}).get("bound", "")
