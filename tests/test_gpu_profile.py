@@ -146,7 +146,7 @@ def launch_bound_standin(tmp_path):
     yield from standin_with_cpu_cost(tmp_path)
 
 
-def run_bench_module(tmp_path, port, **params):
+def run_bench_module(tmp_path, port, failed=False, **params):
     fake = tmp_path / "python"
     fake.write_text(BENCH_DOUBLE.format(python=sys.executable))
     fake.chmod(0o755)
@@ -160,8 +160,8 @@ def run_bench_module(tmp_path, port, **params):
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )  # fmt: skip
     out = json.loads(proc.stdout)
-    assert not out.get("failed"), out
-    return out["result"]
+    assert bool(out.get("failed")) is failed, out
+    return out if failed else out["result"]
 
 
 def test_module_names_a_launch_bound_standin_cpu_launch(tmp_path, launch_bound_standin):
@@ -209,3 +209,11 @@ def test_report_shows_the_cpu_side_beside_the_gpu_samples(tmp_path):
     )
     assert "| 16 | not sampled: CPU sampling off (cpu_sampler: false) |" in text
     assert (run.path / gpu_profile.PLOT_NAME).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_module_refuses_a_unit_name_that_is_no_service_name(tmp_path):
+    out = run_bench_module(tmp_path, 1, failed=True, server_unit="sglang.service; rm -rf /")
+    assert out["msg"] == (
+        "server_unit 'sglang.service; rm -rf /' is no systemd service name "
+        "(letters, digits, @_.:- ending in .service)"
+    )
