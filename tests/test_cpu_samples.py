@@ -131,7 +131,18 @@ CALM = {
     "cpus": 16,
 }
 SPINNING = dict(CALM, busiest=dict(CALM["busiest"], share=0.99), saturated=1)
-STOLEN = dict(CALM, steal_pct=22.0)
+BUSY = dict(CALM["busiest"], share=0.6)
+STOLEN = dict(CALM, busiest=BUSY, steal_pct=22.0)
+CROWDED = dict(CALM, busiest=BUSY, run_queue=20.0)
+
+
+def test_steal_and_run_queue_count_only_while_a_server_thread_works():
+    assert cs.cpu_bound(CALM) == [] and cs.cpu_bound(None) == []
+    assert cs.cpu_bound(SPINNING) == ["thread"]
+    assert cs.cpu_bound(STOLEN) == ["steal"] and cs.cpu_bound(CROWDED) == ["run_queue"]
+    # the same steal and queue beside a server whose threads sleep: not the server's bound
+    assert cs.cpu_bound(dict(STOLEN, busiest=CALM["busiest"])) == []
+    assert cs.cpu_bound(dict(CROWDED, busiest=CALM["busiest"])) == []
 
 
 @pytest.mark.parametrize(
@@ -143,7 +154,9 @@ STOLEN = dict(CALM, steal_pct=22.0)
         (gpu(100.0, 330.0, n=8), SPINNING, "cpu_launch"),
         (gpu(100.0, 330.0, n=8), CALM, "interconnect"),
         (gpu(30.0, 120.0), STOLEN, "cpu_launch"),  # idle GPU, stolen CPU
+        (gpu(100.0, 330.0, n=8), CROWDED, "cpu_launch"),  # more runnable threads than CPUs
         (gpu(30.0, 120.0), CALM, "idle"),
+        (gpu(30.0, 120.0), dict(STOLEN, busiest=CALM["busiest"]), "idle"),
         (gpu(30.0, 120.0, n=8), CALM, "idle"),  # too little work is no interconnect
         (gpu(100.0, 690.0), SPINNING, "power"),  # a spinning thread beside a full GPU
     ],

@@ -28,6 +28,7 @@ import time
 from itertools import pairwise
 
 THREAD_SATURATED = 0.90  # a thread at this share of one core or more leaves no headroom
+THREAD_BUSY = 0.50  # steal and a long run queue matter once a server thread works this much
 STEAL_BOUND = 10.0  # % of CPU time the hypervisor gave to someone else
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 UNIT = re.compile(r"^[A-Za-z0-9@_.:-]{1,200}\.service$")
@@ -198,16 +199,22 @@ def summarize(start, end, samples, clk_tck, output_tokens=None, cpus=None):
 
 
 def cpu_bound(cpu):
-    """Why the CPU side holds the GPU back, as a list of reasons ([]: it does not seem to)."""
+    """Why the CPU side holds the GPU back, as a list of reasons ([]: it does not seem to).
+
+    A server thread with no headroom is one; steal and a run queue longer than the CPU count
+    are others only while a server thread works at least half a core: a server whose threads
+    sleep is not waiting for a CPU, whatever else the guest runs (the bench client included).
+    """
     if not cpu:
         return []
     reasons = []
-    busiest = cpu.get("busiest") or {}
-    if (busiest.get("share") or 0) >= THREAD_SATURATED:
+    share = (cpu.get("busiest") or {}).get("share") or 0
+    if share >= THREAD_SATURATED:
         reasons.append("thread")
-    if (cpu.get("steal_pct") or 0) >= STEAL_BOUND:
+    if share >= THREAD_BUSY and (cpu.get("steal_pct") or 0) >= STEAL_BOUND:
         reasons.append("steal")
-    if cpu.get("run_queue") is not None and cpu.get("cpus") and cpu["run_queue"] >= cpu["cpus"]:
+    queue, cpus = cpu.get("run_queue"), cpu.get("cpus")
+    if share >= THREAD_BUSY and queue is not None and cpus and queue >= cpus:
         reasons.append("run_queue")
     return reasons
 
