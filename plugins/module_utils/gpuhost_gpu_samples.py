@@ -4,9 +4,11 @@
 
 The bench module (sglang_bench) runs `nvidia-smi dmon -s pucvmet -o T -d 1` beside each
 bench_serving level and `nvidia-smi --query-gpu=<LIMITS_QUERY>` once; this file parses both,
-summarises a level per GPU and names the bound resource with its evidence. Pure: text in,
-dicts out (tests/test_gpu_samples.py, over the real H200 load capture in
-tests/fixtures/gpu-hosts/h200x1-day2/ and the reference deployment's numbers).
+summarises a level per GPU and names the bound resource with its evidence; with the level's
+CPU side (gpuhost_cpu_samples) a latency or idle verdict becomes cpu_launch or interconnect
+where the CPU side says so. Pure: text in, dicts out (tests/test_gpu_samples.py, over the
+real H200 load capture in tests/fixtures/gpu-hosts/h200x1-day2/ and the reference
+deployment's numbers; tests/test_cpu_samples.py, over a real H100 launch-bound capture).
 
 dmon columns (nvidia-smi(1), `dmon -s`): p pwr W, gtemp/mtemp C; u sm % (time a kernel ran),
 mem % (time device memory was read or written: NVML's memory utilisation, the usual
