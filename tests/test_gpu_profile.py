@@ -6,12 +6,17 @@ whose samples come from the real H200 load capture (tests/fixtures/gpu-hosts/h20
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_gpu_samples as gs
 from test_bench_report import CONSTRUCTED, make_run, read_lines
+from test_cpu_samples import capture, standin_with_cpu_cost
 
 from gpuhost import gpu_profile, report, runfacts
 
@@ -109,3 +114,106 @@ def test_levels_not_sampled_are_listed_and_not_drawn(tmp_path):
     assert "| 1 | not sampled | GPU sampling off (gpu_sampler: []) |" in text
     assert not (run.path / gpu_profile.PLOT_NAME).exists()
     assert gpu_profile.PLOT_NAME not in text
+
+
+# A TEST DOUBLE for `python -m sglang.bench_serving`: sends the level's requests to the
+# server (concurrently, --max-concurrency at a time) and appends the JSON line the module
+# reads, with the metrics it requires. Only the module's wiring is under test here.
+BENCH_DOUBLE = """#!{python}
+import json, sys, threading, urllib.request
+a = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+port, n = a["--port"], int(a["--num-prompts"])
+out_len, conc = int(a["--random-output-len"]), int(a["--max-concurrency"])
+done = []
+def one():
+    body = json.dumps({{"model": "m", "prompt": "load", "max_tokens": out_len}}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{{port}}/v1/completions", data=body,
+                                 headers={{"Content-Type": "application/json"}})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        done.append(json.loads(r.read())["usage"]["completion_tokens"])
+for start in range(0, n, conc):
+    ts = [threading.Thread(target=one) for _ in range(min(conc, n - start))]
+    [t.start() for t in ts]; [t.join() for t in ts]
+line = {{"backend": "sglang-oai", "max_concurrency": conc, "completed": len(done),
+         "total_output_tokens": sum(done), "output_throughput": 1.0, "total_throughput": 1.0,
+         "median_ttft_ms": 1.0, "median_itl_ms": 1.0, "mean_e2e_latency_ms": 1.0}}
+open(a["--output-file"], "a").write(json.dumps(line) + "\\n")
+"""
+
+
+@pytest.fixture
+def launch_bound_standin(tmp_path):
+    yield from standin_with_cpu_cost(tmp_path)
+
+
+def run_bench_module(tmp_path, port, failed=False, **params):
+    fake = tmp_path / "python"
+    fake.write_text(BENCH_DOUBLE.format(python=sys.executable))
+    fake.chmod(0o755)
+    args = {"python": str(fake), "port": port, "model": "m", "concurrency": 4,
+            "num_prompts": 4, "output_len": 250, "gpu_sampler": STANDIN, **params}  # fmt: skip
+    (tmp_path / "args.json").write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / ".collections"))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "plugins" / "modules" / "sglang_bench.py"),
+         str(tmp_path / "args.json")],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    out = json.loads(proc.stdout)
+    assert bool(out.get("failed")) is failed, out
+    return out if failed else out["result"]
+
+
+def test_module_names_a_launch_bound_standin_cpu_launch(tmp_path, launch_bound_standin):
+    # The stand-in's made GPU samples say latency (busy 100%, 55% power); its scheduler
+    # thread, dialled to 2 ms of CPU per token, has no headroom: the verdict is cpu_launch.
+    port, proc = launch_bound_standin
+    result = run_bench_module(tmp_path, port)
+    cpu = result["cpu"]
+    assert cpu["error"] == "" and f"server pid {proc.pid}" in cpu["source"]
+    assert cpu["summary"]["busiest"]["comm"] == "standin-sched"
+    assert 0.0019 <= cpu["summary"]["cpu_s_per_token"] <= 0.003, cpu
+    bound = result["gpu"]["bound"]
+    assert bound["bound"] == "cpu_launch", bound
+    assert "busy (sm) 100%" in bound["evidence"]
+    assert "; CPU: busiest server thread 'standin-sched'" in bound["evidence"]
+
+
+def test_module_with_the_cpu_sampler_off_keeps_the_gpu_verdict(tmp_path, launch_bound_standin):
+    port, _ = launch_bound_standin
+    result = run_bench_module(tmp_path, port, cpu_sampler=False)
+    assert result["cpu"] == {"source": "", "error": "CPU sampling off (cpu_sampler: false)",
+                             "summary": None}  # fmt: skip
+    assert result["gpu"]["bound"]["bound"] == "latency"
+
+
+def test_report_shows_the_cpu_side_beside_the_gpu_samples(tmp_path):
+    # Level 1 from the real H100 launch-bound capture, level 8 from its compute-bound one
+    # (tests/fixtures/gpu-hosts/gpu1-launch-bound/), level 16 with the CPU sampler off.
+    lines = read_lines(CONSTRUCTED)[:3]
+    for line, phase in zip(lines, ("launch", "compute"), strict=False):
+        _, cpu, summary = capture(phase)
+        line["gpu"] = dict(real_phase("17:01:38", "17:01:48"), summary=summary,
+                           bound=gs.explain(summary, cpu))  # fmt: skip
+        line["cpu"] = {"source": "/proc, server pid 559", "error": "", "summary": cpu}
+    lines[2]["cpu"] = {"source": "", "error": "CPU sampling off (cpu_sampler: false)",
+                       "summary": None}  # fmt: skip
+    run = runfacts.load_run(make_run(tmp_path, "20260101T000000Z", lines=lines))
+    text = report.render(run)
+    assert "| 1 | cpu launch | GPU0: busy (sm) 30%, power 123 W = 18% of the 700 W" in text
+    assert "| 8 | power |" in text
+    assert "The CPU side of each level, from /proc" in text
+    assert "| " + " | ".join(gpu_profile.CPU_HEADER) + " |" in text
+    assert (
+        "| 1 | python (tid 559) 100% of a core | 1.00 cores | 0.00892 | 0.0% | 1.0 / 16 |" in text
+    )
+    assert "| 16 | not sampled: CPU sampling off (cpu_sampler: false) |" in text
+    assert (run.path / gpu_profile.PLOT_NAME).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_module_refuses_a_unit_name_that_is_no_service_name(tmp_path):
+    out = run_bench_module(tmp_path, 1, failed=True, server_unit="sglang.service; rm -rf /")
+    assert out["msg"] == (
+        "server_unit 'sglang.service; rm -rf /' is no systemd service name "
+        "(letters, digits, @_.:- ending in .service)"
+    )

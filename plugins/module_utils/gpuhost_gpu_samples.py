@@ -4,9 +4,11 @@
 
 The bench module (sglang_bench) runs `nvidia-smi dmon -s pucvmet -o T -d 1` beside each
 bench_serving level and `nvidia-smi --query-gpu=<LIMITS_QUERY>` once; this file parses both,
-summarises a level per GPU and names the bound resource with its evidence. Pure: text in,
-dicts out (tests/test_gpu_samples.py, over the real H200 load capture in
-tests/fixtures/gpu-hosts/h200x1-day2/ and the reference deployment's numbers).
+summarises a level per GPU and names the bound resource with its evidence; with the level's
+CPU side (gpuhost_cpu_samples) a latency or idle verdict becomes cpu_launch or interconnect
+where the CPU side says so. Pure: text in, dicts out (tests/test_gpu_samples.py, over the
+real H200 load capture in tests/fixtures/gpu-hosts/h200x1-day2/ and the reference
+deployment's numbers; tests/test_cpu_samples.py, over a real H100 launch-bound capture).
 
 dmon columns (nvidia-smi(1), `dmon -s`): p pwr W, gtemp/mtemp C; u sm % (time a kernel ran),
 mem % (time device memory was read or written: NVML's memory utilisation, the usual
@@ -17,6 +19,13 @@ needs GPM (NVML) or DCGM's DCGM_FI_PROF_SM_ACTIVE.
 """
 
 from __future__ import annotations
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_samples import (
+    cpu_bound,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_samples import (
+    evidence as cpu_evidence,
+)
 
 LIMITS_QUERY = "index,power.limit,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max"
 STANDIN_MARK = "STAND-IN"
@@ -161,14 +170,29 @@ ADVICE = {
     "latency": "not bandwidth- or power-bound: the GPU is busy but its SMs wait - small kernels, "
     "launch gaps and synchronisation; check the all-reduce path (custom all-reduce, P2P, "
     "NCCL's transport) and the MoE kernels, and profile one step (nsys) to see which",
+    "cpu_launch": "the GPU waits on the CPU: the thread that launches its kernels (SGLang's "
+    "scheduler) has no headroom, or the guest's CPUs are taken (steal, a long run queue). Pin "
+    "the VM's vCPUs to cores of the GPUs' NUMA node and keep them to the VM (docs/slow-vm.md), "
+    "find what steals them (a busy neighbour, an overcommitted node), keep CUDA graphs on and "
+    "large enough for the batch (--cuda-graph-max-bs), and look for a fixed CPU cost per "
+    "forward pass (a spin or a sync per step)",
+    "interconnect": "the GPU waits on the other GPUs: several GPUs, none power- or "
+    "bandwidth-bound, and no CPU thread saturated - the all-reduce path sets the pace. Check "
+    "P2P between the GPUs (gpuhost_gpu's p2p, `nvidia-smi topo -m`), ACS on their root ports, "
+    "the links' speed under load, and NCCL's transport (NCCL_DEBUG=INFO; NCCL_P2P_LEVEL, "
+    "custom all-reduce)",
 }
 
 
-def explain(summary):
+def explain(summary, cpu=None):
     """Which resource bounds this level, per the busiest GPU, with the evidence.
 
     Returns {bound, gpu, evidence, advice}; bound is one of thermal, power,
     memory_bandwidth, pcie, compute, idle, latency, or unknown when nothing was sampled.
+    With `cpu` (gpuhost_cpu_samples.summarize of the level), a GPU that is neither saturated
+    nor busy (latency, idle) is split further: cpu_launch when the CPU side has no headroom
+    (cpu_bound), else interconnect when several GPUs share the work; the CPU numbers join
+    the evidence either way.
     """
     if not summary:
         return {"bound": "unknown", "gpu": None, "evidence": "no GPU samples", "advice": ""}
@@ -193,12 +217,15 @@ def explain(summary):
         bound = "compute"
     else:
         bound = "latency"
-    return {
-        "bound": bound,
-        "gpu": entry["gpu"],
-        "evidence": evidence(entry),
-        "advice": ADVICE[bound],
-    }
+    text = evidence(entry)
+    if cpu:
+        if bound in ("latency", "idle") and cpu_bound(cpu):
+            bound = "cpu_launch"
+        elif bound == "latency" and len(summary) > 1:
+            bound = "interconnect"
+            text += f"; {len(summary)} GPUs in step, no CPU thread saturated"
+        text += "; CPU: " + cpu_evidence(cpu)
+    return {"bound": bound, "gpu": entry["gpu"], "evidence": text, "advice": ADVICE[bound]}
 
 
 def compact(samples):

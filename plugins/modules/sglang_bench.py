@@ -95,6 +95,20 @@ options:
     type: list
     elements: str
     default: [nvidia-smi]
+  cpu_sampler:
+    description:
+      - Read the server's process tree and the CPUs from /proc during the level (CPU seconds
+        per output token, the busiest thread's share of a core, steal, run queue); returned
+        in C(result.cpu) and used by the verdict in C(result.gpu.bound), which then tells
+        C(cpu_launch) and C(interconnect) apart from C(latency).
+      - The server is C(server_unit)'s MainPID, else the process listening on C(port) that
+        this account can see.
+    type: bool
+    default: true
+  server_unit:
+    description: systemd unit of the server (C(name.service)); empty finds it by its port.
+    type: str
+    default: ""
 author:
   - gpuhost contributors
 """
@@ -114,7 +128,8 @@ result:
   description: >-
     The scrubbed bench_serving JSON line (output_throughput, median_ttft_ms, ...), with
     C(gpu): the GPU samples of the level (C(source), C(standin), C(limits), C(summary),
-    C(bound), C(samples)).
+    C(bound), C(samples)), and C(cpu): the CPU side of the level (C(source), C(error),
+    C(summary)).
   returned: success
   type: dict
 cmd:
@@ -130,6 +145,10 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_bench_serving 
     last_line,
     missing_metrics,
     scrub,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_samples import (  # noqa: E402
+    UNIT,
+    CpuSampler,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_gpu_samples import (  # noqa: E402
     LIMITS_QUERY,
@@ -154,6 +173,7 @@ class Sampler:
         self.handle = None
         self.limits = {}
         self.error = ""
+        self.summary = []
 
     def start(self):
         if not self.prefix:
@@ -197,6 +217,7 @@ class Sampler:
         if self.proc is not None and not parsed["samples"] and not self.error:
             self.error = "the GPU sampler printed no samples: " + text.strip()[-200:]
         summary = summarize(parsed["samples"], self.limits)
+        self.summary = summary
         return {
             "source": " ".join([*self.prefix, "dmon -s pucvmet -o T -d 1"]) if self.prefix else "",
             "standin": parsed["standin"],
@@ -232,12 +253,19 @@ def main():
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "timeout": {"type": "int", "default": 3600},
             "gpu_sampler": {"type": "list", "elements": "str", "default": ["nvidia-smi"]},
+            "cpu_sampler": {"type": "bool", "default": True},
+            "server_unit": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = dict(module.params)
     if p["concurrency"] < 1 or p["num_prompts"] < 1:
         module.fail_json(msg="concurrency and num_prompts must be >= 1")
+    if p["server_unit"] and not UNIT.match(p["server_unit"]):
+        module.fail_json(
+            msg=f"server_unit {p['server_unit']!r} is no systemd service name "
+            "(letters, digits, @_.:- ending in .service)"
+        )
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: no load generated")
     if not os.access(p["python"], os.X_OK):
@@ -252,8 +280,11 @@ def main():
     if p["api_key"]:
         env["OPENAI_API_KEY"] = p["api_key"]
     sampler = Sampler(p["gpu_sampler"], workdir)
+    cpu_sampler = CpuSampler(p["port"], p["server_unit"]) if p["cpu_sampler"] else None
     try:
         sampler.start()
+        if cpu_sampler:
+            cpu_sampler.start()
         # cwd: bench_serving may drop files beside it; the temp dir keeps the host clean.
         try:
             proc = subprocess.run(
@@ -261,6 +292,8 @@ def main():
             )
         finally:
             gpu = sampler.stop()
+            if cpu_sampler:
+                cpu_sampler.stop()
         try:
             with open(p["output_file"], encoding="utf-8") as handle:
                 raw = handle.read()
@@ -296,7 +329,12 @@ def main():
         )
     result = scrub(line)
     result["num_prompts"] = p["num_prompts"]
+    cpu = {"source": "", "error": "CPU sampling off (cpu_sampler: false)", "summary": None}
+    if cpu_sampler:
+        cpu = cpu_sampler.record(result.get("total_output_tokens"))
+        gpu["bound"] = explain(sampler.summary, cpu["summary"])
     result["gpu"] = gpu
+    result["cpu"] = cpu
     # json round trip: the result holds only plain types before it leaves the host.
     module.exit_json(changed=False, result=json.loads(json.dumps(result)), cmd=argv)
 

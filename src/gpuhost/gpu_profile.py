@@ -1,8 +1,9 @@
-"""The bench's GPU samples in the report: what bounds each concurrency level, and a plot of
-the samples under the throughput.
+"""The bench's GPU and CPU samples in the report: what bounds each concurrency level, the CPU
+side of each level, and a plot of the samples under the throughput.
 
 Each bench line carries `gpu` (plugins/modules/sglang_bench.py: the level's nvidia-smi dmon
-samples, their per-GPU summary and the verdict of gpuhost_gpu_samples.explain). This module
+samples, their per-GPU summary and the verdict of gpuhost_gpu_samples.explain) and `cpu`
+(gpuhost_cpu_samples: the server's threads and the guest's CPUs from /proc). This module
 only renders what the line holds; the judgement was made, and tested, on the host side.
 """
 
@@ -14,6 +15,8 @@ from gpuhost.bench import markdown_table
 
 PLOT_NAME = "bench-gpu.png"
 HEADER = ["concurrency", "bound by", "evidence (means over the level)", "what to look at"]
+CPU_HEADER = ["concurrency", "busiest server thread", "server CPU", "CPU ms / output token",
+              "steal", "run queue / CPUs"]  # fmt: skip
 
 
 def levels(lines: list[dict]) -> list[tuple[int, dict]]:
@@ -25,6 +28,46 @@ def levels(lines: list[dict]) -> list[tuple[int, dict]]:
         if isinstance(gpu, dict) and isinstance(level, int):
             by_level[level] = gpu
     return sorted(by_level.items())
+
+
+def cpu_levels(lines: list[dict]) -> list[tuple[int, dict]]:
+    """(concurrency, cpu record) per level that has one, sorted; a later line wins."""
+    by_level: dict[int, dict] = {}
+    for line in lines or []:
+        cpu = line.get("cpu") if isinstance(line, dict) else None
+        level = line.get("max_concurrency") if isinstance(line, dict) else None
+        if isinstance(cpu, dict) and isinstance(level, int):
+            by_level[level] = cpu
+    return sorted(by_level.items())
+
+
+def _fmt(value, pattern: str) -> str:
+    return "?" if value is None else pattern.format(value)
+
+
+def cpu_rows(lines: list[dict]) -> list[list[str]]:
+    """The CPU side per level: the busiest thread and its share of a core, the server's CPU
+    (cores), CPU ms per output token, steal and the run queue against the CPU count."""
+    out = []
+    for level, cpu in cpu_levels(lines):
+        summary = cpu.get("summary")
+        if not isinstance(summary, dict):
+            out.append([str(level), "not sampled: " + str(cpu.get("error") or "?"), "", "", "", ""])
+            continue
+        busiest = summary.get("busiest") or {}
+        per_token = summary.get("cpu_s_per_token")
+        out.append(
+            [
+                str(level),
+                f"{busiest.get('comm', '?')} (tid {busiest.get('tid', '?')}) "
+                + _fmt(busiest.get("share") and busiest["share"] * 100, "{:.0f}% of a core"),
+                _fmt(summary.get("cores"), "{:.2f} cores"),
+                _fmt(per_token and per_token * 1e3, "{:.3g}"),
+                _fmt(summary.get("steal_pct"), "{:.1f}%"),
+                _fmt(summary.get("run_queue"), "{:.1f}") + f" / {summary.get('cpus') or '?'}",
+            ]
+        )
+    return out
 
 
 def is_standin(lines: list[dict]) -> bool:
@@ -52,8 +95,18 @@ def rows(lines: list[dict]) -> list[list[str]]:
 def section(lines: list[dict]) -> list[str]:
     """Markdown lines for the report's bench part; [] when the run took no samples."""
     table = rows(lines)
+    cpu_table = cpu_rows(lines)
+    cpu_part = (
+        [
+            "\nThe CPU side of each level, from /proc (the server's process tree and the "
+            "guest's CPUs; docs/slow-vm.md says how to read it):\n",
+            markdown_table(CPU_HEADER, cpu_table),
+        ]
+        if cpu_table
+        else []
+    )
     if not table:
-        return []
+        return cpu_part
     intro = (
         "\nWhat bounds each level, from `nvidia-smi dmon` samples taken during it "
         "(busy = time a kernel ran, not SM activity; memory bandwidth = time HBM was read or "
@@ -64,7 +117,7 @@ def section(lines: list[dict]) -> list[str]:
             "\n**STAND-IN GPU samples** (made numbers from the test double, not a GPU; they "
             "show how the report reads, not this host):\n" + intro
         )
-    return [intro, markdown_table(HEADER, table)]
+    return [intro, markdown_table(HEADER, table), *cpu_part]
 
 
 def plot(series: dict[str, tuple[list, list[dict]]], path: Path) -> Path | None:
@@ -111,6 +164,16 @@ def plot(series: dict[str, tuple[list, list[dict]]], path: Path) -> Path | None:
                 values = [e.get(key) for e in summary if e.get(key) is not None]
                 ys.append(max(values) * scale if values else float("nan"))
             bottom.plot(xs, ys, style, label=f"{label} {name}", alpha=0.8)
+        cpu = [
+            (n, c["summary"]["busiest"]["share"] * 100.0)
+            for n, c in cpu_levels(series[label][1])
+            if isinstance(c.get("summary"), dict)
+            and (c["summary"].get("busiest") or {}).get("share")
+        ]
+        if cpu:
+            bottom.plot(
+                *zip(*cpu, strict=True), "D--", label=f"{label} busiest CPU thread % of a core"
+            )
         for level, gpu in lv:
             standin = standin or bool(gpu.get("standin"))
             bound = (gpu.get("bound") or {}).get("bound", "")
@@ -119,7 +182,7 @@ def plot(series: dict[str, tuple[list, list[dict]]], path: Path) -> Path | None:
             )
     top.set_ylabel("output tokens/s")
     top.set_title("Throughput" + (" (against the STAND-IN server)" if standin else ""))
-    bottom.set_ylabel("% (busiest GPU, level mean)")
+    bottom.set_ylabel("% (busiest GPU / CPU thread, level mean)")
     bottom.set_ylim(0, 115)
     bottom.set_title(
         "GPU samples per level: STAND-IN (made numbers, not a GPU)"

@@ -38,6 +38,11 @@ Fault modes (`--standin-fault` or env SGLANG_STANDIN_FAULT):
   slow-start     load for --standin-slow-seconds (default 600) before opening the port
 Timings: --standin-load-seconds (default 2), --standin-warmup-seconds (1),
 --standin-token-delay (seconds per generated token, default 0.002).
+CPU cost: --standin-cpu-us-per-token N (env SGLANG_STANDIN_CPU_US_PER_TOKEN, default 0 = none):
+each generated token also costs N microseconds of CPU, spun in one thread named
+`standin-sched` that serves every request in turn, as SGLang's scheduler does; with a cost
+above what one core gives, that thread sits near 100% of a core and throughput stops at
+1e6/N tokens/s, a "launch-bound" server for the bench's CPU sampler to find.
 
 `sglang_standin.py nvidia-smi ...` is a STAND-IN for the two nvidia-smi calls the bench's GPU
 sampler makes (`dmon -o T ...` and `--query-gpu=<limits>`), for hosts without a GPU: made
@@ -51,6 +56,7 @@ import argparse
 import hmac
 import json
 import os
+import queue
 import re
 import signal
 import sys
@@ -118,6 +124,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         type=float,
         default=float(os.environ.get("SGLANG_STANDIN_TOKEN_DELAY", "0.002")),
     )
+    parser.add_argument(
+        "--standin-cpu-us-per-token",
+        type=float,
+        default=float(os.environ.get("SGLANG_STANDIN_CPU_US_PER_TOKEN", "0")),
+    )
     args, ignored = parser.parse_known_args(argv)
     if args.served_model_name is None:
         args.served_model_name = args.model_path
@@ -148,6 +159,41 @@ def answer(text: str, wrong: bool) -> str:
     return f"{left} {op} {right} = {value}. The answer is {value}."
 
 
+class Scheduler:
+    """The stand-in's "scheduler": one thread, named standin-sched (its comm in /proc), that
+    spends the dialled CPU time per token for every request in turn."""
+
+    NAME = "standin-sched"
+
+    def __init__(self, us_per_token: float) -> None:
+        self.cost = max(us_per_token, 0.0) / 1e6
+        self.work: queue.Queue = queue.Queue()
+        if self.cost:
+            threading.Thread(target=self._run, name=self.NAME, daemon=True).start()
+
+    def _run(self) -> None:
+        try:  # the thread's name as /proc and top show it (Linux; 15 characters at most)
+            with open("/proc/thread-self/comm", "w") as comm:
+                comm.write(self.NAME)
+        except OSError:
+            pass
+        while True:
+            done = self.work.get()
+            # CPU time, not wall time: a busy machine that preempts the thread does not
+            # shorten the cost.
+            end = time.thread_time() + self.cost
+            while time.thread_time() < end:
+                pass
+            done.set()
+
+    def token(self) -> None:
+        """Block the request until the scheduler has spent one token's CPU time on it."""
+        if self.cost:
+            done = threading.Event()
+            self.work.put(done)
+            done.wait()
+
+
 class State:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -156,6 +202,7 @@ class State:
         self.inflight = 0
         self.lock = threading.Lock()
         self.requests = 0
+        self.scheduler = Scheduler(args.standin_cpu_us_per_token)
 
     def healthy(self) -> bool:
         if self.draining or self.args.standin_fault == "never-healthy":
@@ -336,6 +383,7 @@ class Handler(BaseHTTPRequestHandler):
             self._stream(rid, kind, words, usage, chat)
             return
         for _ in words:
+            self.state.scheduler.token()
             time.sleep(args.standin_token_delay)
         text = " ".join(words)
         if chat:
@@ -367,6 +415,7 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         model = self.state.args.served_model_name
         for index, word in enumerate(words):
+            self.state.scheduler.token()
             time.sleep(self.state.args.standin_token_delay)
             piece = word if index == 0 else " " + word
             if chat:
