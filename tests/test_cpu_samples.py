@@ -136,6 +136,28 @@ STOLEN = dict(CALM, busiest=BUSY, steal_pct=22.0)
 CROWDED = dict(CALM, busiest=BUSY, run_queue=20.0)
 
 
+def test_a_thread_that_spins_at_idle_is_no_evidence_of_load():
+    """SGLang's scheduler polls its sockets at ~100% of a core with no request at all unless
+    the server runs with --sleep-on-idle (sgl-project/sglang#3708, #9863): its share under
+    load tells nothing, and the quiet second before the load shows it."""
+    idle = (snap(0.0, {10: ("python3", 0), 11: ("scheduler", 0)}, 0, 0, 0),
+            snap(1.0, {10: ("python3", 1), 11: ("scheduler", 98)}, 0, 0, 0))  # fmt: skip
+    start = snap(1.0, {10: ("python3", 1), 11: ("scheduler", 98)}, 0, 0, 0)
+    end = snap(11.0, {10: ("python3", 101), 11: ("scheduler", 1098)}, 3000, 0, 6000)
+    spinning = cs.summarize(start, end, [], clk_tck=100, output_tokens=5000, idle=idle)
+    assert spinning["busiest"]["comm"] == "scheduler" and spinning["busiest"]["share"] == 1.0
+    assert spinning["saturated"] == 0
+    assert spinning["idle_spinners"] == [{"comm": "scheduler", "tid": 11, "share": 0.98}]
+    assert cs.cpu_bound(spinning) == []
+    assert "'scheduler' (tid 11) spun at 98% of a core before the load" in cs.evidence(spinning)
+    # the same level after a quiet second: the load saturated the thread
+    quiet = (idle[0], snap(1.0, {10: ("python3", 0), 11: ("scheduler", 2)}, 0, 0, 0))
+    loaded = cs.summarize(start, end, [], clk_tck=100, output_tokens=5000, idle=quiet)
+    assert loaded["saturated"] == 1 and loaded["idle_spinners"] == []
+    assert cs.cpu_bound(loaded) == ["thread"]
+    assert "spun" not in cs.evidence(loaded)
+
+
 def test_steal_and_run_queue_count_only_while_a_server_thread_works():
     assert cs.cpu_bound(CALM) == [] and cs.cpu_bound(None) == []
     assert cs.cpu_bound(SPINNING) == ["thread"]

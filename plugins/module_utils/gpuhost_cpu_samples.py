@@ -27,6 +27,11 @@ import threading
 import time
 from itertools import pairwise
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_stat import (
+    parse_proc_stat as cpu_lines,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_stat import steal_between
+
 THREAD_SATURATED = 0.90  # a thread at this share of one core or more leaves no headroom
 THREAD_BUSY = 0.50  # steal and a long run queue matter once a server thread works this much
 STEAL_BOUND = 10.0  # % of CPU time the hypervisor gave to someone else
@@ -57,21 +62,17 @@ def parse_pid_stat(text):
 
 
 def parse_proc_stat(text):
-    """/proc/stat -> {cpu: {user, ..., steal, total}, cpus, procs_running}."""
-    out = {"cpu": None, "cpus": 0, "procs_running": None}
+    """/proc/stat -> {cpu: {user, ..., steal, total}, cpus, procs_running}; the cpu lines are
+    read by the one /proc/stat parser (gpuhost_cpu_stat, which preflight's steal check uses)."""
+    lines = cpu_lines(text)
+    out = {"cpu": None, "cpus": sum(1 for name in lines if name != "cpu"), "procs_running": None}
+    if "cpu" in lines:
+        values = (lines["cpu"] + [0] * len(CPU_FIELDS))[: len(CPU_FIELDS)]
+        out["cpu"] = dict(zip(CPU_FIELDS, values, strict=True))
+        out["cpu"]["total"] = sum(values)  # guest time is inside user already
     for line in (text or "").splitlines():
         fields = line.split()
-        if not fields:
-            continue
-        if fields[0] == "cpu":
-            values = [int(v) for v in fields[1:9] if v.isdigit()]
-            values += [0] * (len(CPU_FIELDS) - len(values))
-            cpu = dict(zip(CPU_FIELDS, values, strict=True))
-            cpu["total"] = sum(values)  # guest time is inside user already
-            out["cpu"] = cpu
-        elif re.fullmatch(r"cpu\d+", fields[0]):
-            out["cpus"] += 1
-        elif fields[0] == "procs_running" and len(fields) > 1 and fields[1].isdigit():
+        if len(fields) > 1 and fields[0] == "procs_running" and fields[1].isdigit():
             out["procs_running"] = int(fields[1])
     return out
 
@@ -141,28 +142,41 @@ def _proc_ticks(snapshot):
 
 
 def _steal(first, last):
-    a, b = parse_proc_stat(first)["cpu"], parse_proc_stat(last)["cpu"]
-    if not a or not b or b["total"] <= a["total"]:
-        return None
-    return 100.0 * (b["steal"] - a["steal"]) / (b["total"] - a["total"])
+    found = steal_between(cpu_lines(first), cpu_lines(last))
+    return found["percent"] if found else None
 
 
-def summarize(start, end, samples, clk_tck, output_tokens=None, cpus=None):
-    """One level from its start and end snapshots and its /proc/stat samples.
-
-    Returns {wall_s, cpu_s, cores, cpu_s_per_token, busiest: {comm, pid, tid, share},
-    saturated (threads at THREAD_SATURATED or more), threads, steal_pct, steal_max_pct,
-    run_queue, cpus}; a value that could not be had is None.
-    """
+def _shares(start, end, clk_tck):
+    """Each thread's share of one core between two snapshots, busiest first."""
     wall = (end or {}).get("time", 0) - (start or {}).get("time", 0)
-    if not start or not end or wall <= 0 or not clk_tck:
-        return None
+    if wall <= 0:
+        return []
     before, after = _threads(start), _threads(end)
     shares = []
     for key, thread in after.items():
         ticks = thread["ticks"] - before.get(key, {}).get("ticks", 0)
-        shares.append(dict(thread, share=ticks / clk_tck / wall))
+        shares.append(dict(thread, key=key, share=ticks / clk_tck / wall))
     shares.sort(key=lambda t: -t["share"])
+    return shares
+
+
+def summarize(start, end, samples, clk_tck, output_tokens=None, cpus=None, idle=None):
+    """One level from its start and end snapshots and its /proc/stat samples; `idle`, the
+    (first, last) snapshots of the quiet second before the load, tells a thread that spins
+    with no work at all (SGLang's scheduler polls its sockets at ~100% of a core unless the
+    server runs with --sleep-on-idle) from one the load saturates.
+
+    Returns {wall_s, cpu_s, cores, cpu_s_per_token, busiest: {comm, pid, tid, share},
+    saturated (threads at THREAD_SATURATED or more that did not spin at idle), idle_spinners
+    ([{comm, tid, share}] at THREAD_BUSY or more before the load), threads, steal_pct,
+    steal_max_pct, run_queue, cpus}; a value that could not be had is None.
+    """
+    wall = (end or {}).get("time", 0) - (start or {}).get("time", 0)
+    if not start or not end or wall <= 0 or not clk_tck:
+        return None
+    shares = _shares(start, end, clk_tck)
+    spinning = [t for t in _shares(*(idle or (None, None)), clk_tck) if t["share"] >= THREAD_BUSY]
+    spun = {t["key"] for t in spinning}
     p0, p1 = _proc_ticks(start), _proc_ticks(end)
     cpu_s = sum(ticks - p0.get(key, 0) for key, ticks in p1.items()) / clk_tck
     stat_texts = [start.get("proc_stat")] + [s.get("proc_stat") for s in samples or []]
@@ -189,7 +203,12 @@ def summarize(start, end, samples, clk_tck, output_tokens=None, cpus=None):
             if busiest
             else None
         ),
-        "saturated": sum(1 for t in shares if t["share"] >= THREAD_SATURATED),
+        "saturated": sum(
+            1 for t in shares if t["share"] >= THREAD_SATURATED and t["key"] not in spun
+        ),
+        "idle_spinners": [
+            {"comm": t["comm"], "tid": t["tid"], "share": round(t["share"], 3)} for t in spinning
+        ],
         "threads": len(shares),
         "steal_pct": _steal(stat_texts[0], stat_texts[-1]) if len(stat_texts) > 1 else None,
         "steal_max_pct": max(steps) if steps else None,
@@ -209,7 +228,7 @@ def cpu_bound(cpu):
         return []
     reasons = []
     share = (cpu.get("busiest") or {}).get("share") or 0
-    if share >= THREAD_SATURATED:
+    if cpu.get("saturated"):  # a thread that spun at idle already is no evidence of load
         reasons.append("thread")
     if share >= THREAD_BUSY and (cpu.get("steal_pct") or 0) >= STEAL_BOUND:
         reasons.append("steal")
@@ -229,6 +248,12 @@ def evidence(cpu):
         parts.append(
             f"busiest server thread {busiest['comm']!r} (pid {busiest['pid']}, tid "
             f"{busiest['tid']}) at {busiest['share'] * 100:.0f}% of a core"
+        )
+    for spinner in cpu.get("idle_spinners") or []:
+        parts.append(
+            f"thread {spinner['comm']!r} (tid {spinner['tid']}) spun at "
+            f"{spinner['share'] * 100:.0f}% of a core before the load (an idle poll loop, as "
+            "SGLang's scheduler without --sleep-on-idle): its share under load is no evidence"
         )
     parts.append(f"server CPU {cpu['cores']:.2f} cores")
     if cpu.get("cpu_s_per_token") is not None:
@@ -265,7 +290,7 @@ class CpuSampler:
     `error` in the record.
     """
 
-    def __init__(self, port, unit="", interval=0.5, proc="/proc"):
+    def __init__(self, port, unit="", interval=0.5, proc="/proc", idle_s=1.0):
         self.port = int(port)
         self.unit = unit if unit and UNIT.match(unit) else ""
         self.interval = interval
@@ -273,6 +298,8 @@ class CpuSampler:
         self.pid = None
         self.how = ""
         self.error = ""
+        self.idle_s = idle_s
+        self.idle = None
         self.start_snap = None
         self.end_snap = None
         self.samples = []
@@ -354,7 +381,11 @@ class CpuSampler:
                 f"{self.port} this account can see): no CPU samples"
             )
             return
+        # The quiet second before the load: which threads spin with no work at all.
+        first = self.snapshot()
+        time.sleep(self.idle_s)
         self.start_snap = self.snapshot()
+        self.idle = (first, self.start_snap)
         self._thread = threading.Thread(target=self._run, name="gpuhost-cpu-sampler", daemon=True)
         self._thread.start()
 
@@ -371,7 +402,7 @@ class CpuSampler:
         if self.end_snap is not None:
             summary = summarize(
                 self.start_snap, self.end_snap, self.samples, os.sysconf("SC_CLK_TCK"),
-                output_tokens,
+                output_tokens, idle=self.idle,
             )  # fmt: skip
         return {
             "source": f"/proc, server pid {self.pid} ({self.how})" if self.pid else "",
