@@ -33,7 +33,7 @@ options:
     default: 30
   cpu_sample_s:
     description: Seconds between the two reads of /proc/stat that give the steal time
-      (C(gpuhost_host.steal)); 0 = one read, the steal time since boot (no wait: preflight
+      (C(gpuhost_host.steal)); 0 = one read, the steal time since boot (nothing waits, as preflight
       runs in every play; the bench samples steal under load, per level).
     type: float
     default: 0.0
