@@ -70,12 +70,8 @@ def _inventory(tmp_path, report, vms):
 
 
 def _play(inv, secret):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        GPUHOST_PROXMOX_TOKEN_SECRET=secret,
-        ANSIBLE_FORCE_COLOR="0",
-        PYTHONWARNINGS="ignore",
+    env = specs.play_env(
+        secret,
         PATH=f"{ROOT / 'tests' / 'proxmox_standin' / 'bin'}:{os.environ['PATH']}",
         GPUHOST_QM_STANDIN_URL=f"https://127.0.0.1:{PORT}",
         GPUHOST_QM_STANDIN_NODE="pve1",

@@ -34,14 +34,7 @@ def _inventory(tmp_path, **overrides):
 
 
 def _play(inv, secret, *extra, env_extra=None):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        GPUHOST_PROXMOX_TOKEN_SECRET=secret,
-        ANSIBLE_FORCE_COLOR="0",
-        PYTHONWARNINGS="ignore",
-        **(env_extra or {}),
-    )
+    env = specs.play_env(secret, **(env_extra or {}))
     cmd = [
         str(Path(sys.executable).parent / "ansible-playbook"),
         "playbooks/vm.yml",

@@ -10,7 +10,6 @@ this runs a few of them through the playbook, one ansible-playbook run each."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -88,13 +87,7 @@ CASES = [
 
 
 def _rebuild(inv, secret, playbook="playbooks/rebuild.yml"):
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        GPUHOST_PROXMOX_TOKEN_SECRET=secret,
-        ANSIBLE_FORCE_COLOR="0",
-        PYTHONWARNINGS="ignore",
-    )
+    env = specs.play_env(secret)
     cmd = [str(Path(sys.executable).parent / "ansible-playbook"), playbook,
            "-i", str(inv), "-l", "gpu-vm1"]  # fmt: skip
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

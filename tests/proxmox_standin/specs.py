@@ -6,6 +6,7 @@ stand-in (inventory()). Each test overrides only what it is about."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -62,3 +63,16 @@ def inventory(tmp_path: Path, port: int, nodes: dict | None = None, **overrides)
     path = tmp_path / "hosts.yml"
     path.write_text(json.dumps(groups))
     return path
+
+
+def play_env(secret: str, **extra: str) -> dict[str, str]:
+    """The environment of an ansible-playbook run against the API stand-in: the repository's
+    ansible.cfg, the token secret where the role reads it, plain output; `extra` on top."""
+    return dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        GPUHOST_PROXMOX_TOKEN_SECRET=secret,
+        ANSIBLE_FORCE_COLOR="0",
+        PYTHONWARNINGS="ignore",
+        **extra,
+    )
