@@ -93,7 +93,9 @@ def test_iommu_off_and_mappings_unreadable_on_a_running_vm():
     assert "is proxmox_vm_node_ssh_host the node this VM runs on?" in found["iommu"]["message"]
     assert found["mappings"]["status"] == "warn"
     assert found["mappings"]["message"].startswith("PCI resource mappings not readable")
-    assert found["hugepages"]["message"].endswith("free ones (none read) are what is left for other VMs")
+    assert found["hugepages"]["message"].endswith(
+        "free ones (none read) are what is left for other VMs"
+    )
 
 
 def test_hugepage_sizes_and_none_for_a_running_vm():
@@ -111,7 +113,9 @@ def test_an_unknown_purpose_is_refused_naming_the_variable():
 
 
 def test_an_unread_node_is_a_warn_naming_it_and_why():
-    found = unread_finding("pve1", "192.0.2.10", "Failed to connect to the host via ssh:\n  refused")
+    found = unread_finding(
+        "pve1", "192.0.2.10", "Failed to connect to the host via ssh:\n  refused"
+    )
     assert found["check"] == "proxmox_host.node" and found["status"] == "warn"
     assert found["message"].startswith(
         "the Proxmox node was not read: proxmox_vm_node_ssh_host=pve1 (192.0.2.10): "
