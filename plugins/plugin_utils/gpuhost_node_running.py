@@ -32,18 +32,19 @@ PREFIX = "proxmox_host."
 PURPOSES = ("rebuild", "check")
 # Why a rebuild's `fail` is a `warn` for a running VM, per check.
 RUNNING = {
-    "iommu": "a VM with passed-through GPUs cannot run on a node without an IOMMU: is "
-    "proxmox_vm_node_ssh_host the node this VM runs on?",
-    "mappings": "the VM runs, so it holds its GPUs some other way (raw PCI addresses, other "
-    "mappings) or on another node than proxmox_vm_node",
+    "iommu": "a VM with passed-through GPUs cannot run on a node without an IOMMU, so "
+    "proxmox_vm_node_ssh_host may not be the node this VM runs on",
+    "mappings": "without its mapping a GPU's own checks (vfio-pci, IOMMU group, reset, link) "
+    "do not run; the VM runs with its GPUs whatever the mappings say (held by raw PCI address, "
+    "or on another node than proxmox_vm_node)",
     "vfio": "Proxmox binds a VM's GPUs to vfio-pci when it starts, so the running VM does not "
     "hold these: it runs with other GPUs than proxmox_vm_gpus, or on another node",
     "iommu_groups": "the VM started, so the group is viable (its other devices are bound to "
     "vfio-pci too, or are bridges) and they belong to this VM while it runs",
 }
 _NOT_A_STOP = (
-    "; the VM is running, so this does not stop gpuhost check or provision (the guest's "
-    "own checks judge the GPUs it has); gpuhost rebuild would stop here"
+    "; not a stop for a running VM (the guest's own checks judge the GPUs it has): "
+    "gpuhost rebuild would stop here"
 )
 
 finding = prefixed(PREFIX)
