@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_node_running import (
+    RUNNING,
     unread_finding,
 )
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_host import host_findings
@@ -85,6 +86,18 @@ def test_nothing_the_node_says_for_a_running_vm_is_a_fail():
         assert check[name] == rebuild[name], name
     assert check["hugepages"]["status"] == "pass"
     assert "free ones (node0: 4, node1: 2)" in check["hugepages"]["message"]
+
+
+def test_every_check_a_rebuild_fails_on_says_what_it_means_for_a_running_vm():
+    """A new fail in host_findings needs its reason in RUNNING (hugepages has its own)."""
+    reports = [(FIX / "bad.txt").read_text(), "### cmdline\nquiet\n"]
+    fails = {
+        f["check"].removeprefix("proxmox_host.")
+        for report in reports
+        for f in host_findings(report, SPEC)
+        if f["status"] == "fail"
+    }
+    assert fails - {"hugepages"} == set(RUNNING)
 
 
 def test_iommu_off_and_mappings_unreadable_on_a_running_vm():
