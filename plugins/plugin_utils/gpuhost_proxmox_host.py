@@ -13,6 +13,7 @@ import json
 import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_node_running as _running
 
 PREFIX = "proxmox_host."
 _SECTION = re.compile(r"^### (\S+)(?: (\S+))?\s*$")
@@ -163,7 +164,9 @@ def _mapping_paths(mappings, node):
 
 def host_findings(report, spec):
     """spec: {node, gpus: [mapping ids], memory_mib, hugepages ('', '2', '1024', 'any'),
-    vram_mib (per GPU, 0 = unknown), min_link_width, min_link_gen}."""
+    vram_mib (per GPU, 0 = unknown), purpose ('rebuild': a VM about to be created, the
+    default; 'check': the VM runs on the node now, gpuhost_node_running)}."""
+    purpose = _running.purpose_of(spec)
     facts = parse_report(report)
     out = []
     cmdline = facts["cmdline"]
@@ -234,7 +237,7 @@ def host_findings(report, spec):
     bdfs = [(g, p) for g in gpus for p in paths.get(g, [])]
     out.extend(_device_findings(facts, bdfs, spec))
     out.append(_hugepage_finding(facts, spec))
-    return out
+    return _running.for_running_vm(out, facts["hugepages"], spec) if purpose == "check" else out
 
 
 def _group_of(facts, bdf):
