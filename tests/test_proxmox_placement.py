@@ -231,3 +231,26 @@ def test_validate_refuses_auto_without_the_node_host_before_any_play():
     assert _validate({"proxmox_vm_placement": "off"}) == []
     # a bare YAML off is false, not "off": refused naming the variable
     assert _validate({"proxmox_vm_placement": False})[0].startswith("proxmox_vm_placement")
+
+
+def test_a_rebuild_counts_the_running_vms_own_hugepages_as_free():
+    """A running VM holds its hugepages; a rebuild destroys it before it creates, so the node
+    check counts them as free - else every rebuild of a VM that uses most of the pool stops."""
+    from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_proxmox_host as ph
+
+    spec = {"proxmox_vm_vmid": 201, "proxmox_vm_hugepages": "1024"}
+    api = {"vms": [{"vmid": 201, "status": "running"}],
+           "current": {"hugepages": "1024", "memory": "current=65536"}}  # fmt: skip
+    assert pl.held_hugepages_mib(spec, api) == 65536
+    assert pl.held_hugepages_mib(spec, dict(api, vms=[{"vmid": 201, "status": "stopped"}])) == 0
+    assert pl.held_hugepages_mib(dict(spec, proxmox_vm_hugepages="2"), api) == 0
+    assert (
+        pl.held_hugepages_mib(spec, dict(api, current={"hugepages": "1024", "memory": "8192"}))
+        == 8192
+    )
+    facts = {"hugepages": {0: {1048576: 0}, 1: {1048576: 2}}}
+    need = {"hugepages": "1024", "memory_mib": 65536}
+    assert ph._hugepage_finding(facts, need)["status"] == "fail"
+    found = ph._hugepage_finding(facts, dict(need, held_mib=65536))
+    assert found["status"] == "pass", found
+    assert "64 held by the VM itself" in found["message"]

@@ -42,6 +42,11 @@ def gpuhost_proxmox_vm_placement(spec, topology, api):
     return _place.decide(_plain.plain(spec), _plain.plain(topology), _plain.plain(api))
 
 
+def gpuhost_proxmox_vm_held_hugepages_mib(spec, api):
+    """spec | gpuhost.gpu.proxmox_vm_held_hugepages_mib(api) -> MiB the running VM holds"""
+    return _place.held_hugepages_mib(_plain.plain(spec), _plain.plain(api))
+
+
 def gpuhost_proxmox_vm_root_argv(spec, placement, current):
     """spec | gpuhost.gpu.proxmox_vm_root_argv(placement, current) -> `qm set` options or []"""
     return _vm.root_argv(_plain.plain(spec), _plain.plain(placement), _plain.plain(current))
@@ -71,6 +76,7 @@ class FilterModule:
             "proxmox_vm_config": gpuhost_proxmox_vm_config,
             "proxmox_vm_placement": gpuhost_proxmox_vm_placement,
             "proxmox_vm_root_argv": gpuhost_proxmox_vm_root_argv,
+            "proxmox_vm_held_hugepages_mib": gpuhost_proxmox_vm_held_hugepages_mib,
             "proxmox_vm_diff": gpuhost_proxmox_vm_diff,
             "proxmox_vm_args": gpuhost_proxmox_vm_args,
             "proxmox_vm_keeper": gpuhost_proxmox_vm_keeper,

@@ -19,6 +19,7 @@ from collections import Counter
 from itertools import combinations
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_host import sections
 
 PREFIX = "proxmox_host."
 CHECKS = ("cpu_governor", "cstates", "acs")
@@ -28,25 +29,11 @@ DEEP_LATENCY_US = 10
 # ACS controls that send peer-to-peer requests or completions up to the root complex (the
 # kernel's pci_bridge_has_acs_redir tests the same three bits, drivers/pci/p2pdma.c).
 REDIRECT = ("ReqRedir", "CmpltRedir", "EgressCtrl")
-_SECTION = re.compile(r"^### (\S+)(?: (\S+))?\s*$")
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 _CPU_FILE = re.compile(r"/cpu(\d+)/cpufreq/scaling_governor:(\S+)")
 _IDLE_FILE = re.compile(r"/cpu(\d+)/cpuidle/state(\d+)/(name|latency|disable):(.*)$")
 
 finding = prefixed(PREFIX)
-
-
-def sections(text):
-    """{(name, arg or None): [lines]} of a `### name [arg]` report."""
-    out, current = {}, None
-    for line in (text or "").splitlines():
-        match = _SECTION.match(line)
-        if match:
-            current = (match.group(1), match.group(2))
-            out.setdefault(current, [])
-        elif current:
-            out[current].append(line)
-    return out
 
 
 def parse_report(text):

@@ -23,19 +23,26 @@ _LNK = re.compile(r"(LnkCap|LnkSta):.*?Speed ([\d.]+)GT/s.*?Width x(\d+)")
 finding = prefixed(PREFIX)
 
 
-def parse_report(text):
-    """Split the node report into {cmdline, groups, hugepages, mappings, devices, cpus,
-    numa_nodes, isolated} (the last three: the CPU topology, for gpuhost_proxmox_placement)."""
-    sections, current = {}, None
-    for line in text.splitlines():
+def sections(text):
+    """{(name, arg or None): [lines]} of a `### name [arg]` report: the one format of the
+    node's reports (this role's and its node tuning block's, gpuhost_node_tuning)."""
+    out, current = {}, None
+    for line in (text or "").splitlines():
         match = _SECTION.match(line)
         if match:
             current = (match.group(1), match.group(2))
-            sections.setdefault(current, [])
+            out.setdefault(current, [])
         elif current:
-            sections[current].append(line)
+            out[current].append(line)
+    return out
+
+
+def parse_report(text):
+    """Split the node report into {cmdline, groups, hugepages, mappings, devices, cpus,
+    numa_nodes, isolated} (the last three: the CPU topology, for gpuhost_proxmox_placement)."""
+    parts = sections(text)
     out = {
-        "cmdline": " ".join(sections.get(("cmdline", None), [])).split(),
+        "cmdline": " ".join(parts.get(("cmdline", None), [])).split(),
         "groups": {},
         "hugepages": {},
         "mappings": None,
@@ -44,23 +51,23 @@ def parse_report(text):
         "numa_nodes": {},
         "isolated": [],
     }
-    for line in sections.get(("iommu_groups", None), []):
+    for line in parts.get(("iommu_groups", None), []):
         m = re.search(r"iommu_groups/(\d+)/devices/([0-9a-fA-F:.]+)", line)
         if m:
             out["groups"].setdefault(m.group(1), []).append(m.group(2).lower())
-    for line in sections.get(("hugepages", None), []):
+    for line in parts.get(("hugepages", None), []):
         m = re.search(r"node(\d+)/hugepages/hugepages-(\d+)kB/free_hugepages:(\d+)", line)
         if m:
             node = out["hugepages"].setdefault(int(m.group(1)), {})
             node[int(m.group(2))] = int(m.group(3))
-    _cpu_topology(sections, out)
-    raw = "\n".join(sections.get(("mappings", None), [])).strip()
+    _cpu_topology(parts, out)
+    raw = "\n".join(parts.get(("mappings", None), [])).strip()
     if raw:
         try:
             out["mappings"] = json.loads(raw)
         except ValueError:
             out["mappings"] = None
-    for (name, arg), lines in sections.items():
+    for (name, arg), lines in parts.items():
         if name == "device" and arg:
             out["devices"][arg.lower()] = _device(lines)
     return out
@@ -345,8 +352,12 @@ def _hugepage_finding(facts, spec):
     kb = 2048 if size in ("2", "any") else 1048576
     need = int(spec.get("memory_mib") or 0) * 1024 // kb
     free = {node: sizes.get(kb, 0) for node, sizes in facts["hugepages"].items()}
-    total = sum(free.values())
+    # A rebuild destroys the running VM first: the pages it holds come back to the pool.
+    held = int(spec.get("held_mib") or 0) * 1024 // kb
+    total = sum(free.values()) + held
     per_node = ", ".join(f"node{n}: {f}" for n, f in sorted(free.items()))
+    if held:
+        per_node += f"; {held} held by the VM itself, freed when it is destroyed"
     if total >= need:
         return finding(
             "hugepages",

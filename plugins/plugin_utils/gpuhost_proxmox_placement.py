@@ -242,16 +242,36 @@ def _cpus(v, topo, gnodes, taken, out):
     return chosen
 
 
-def _own_pages(v, api, size):
-    """{host node: MiB} of hugepages of `size` the VM itself holds now (running): they come
-    back to it, so a re-run decides as the first run did."""
+def _running_with(v, api, size):
+    """True when the VM runs now with hugepages of `size` (its current config)."""
     current = api.get("current") or {}
     vmid = int(v.get("proxmox_vm_vmid") or 0)
     running = any(
         int(vm.get("vmid", -1)) == vmid and vm.get("status") == "running"
         for vm in api.get("vms") or []
     )
-    if not running or str(current.get("hugepages")) != str(size):
+    return running and bool(size) and str(current.get("hugepages")) == str(size)
+
+
+def held_hugepages_mib(v, api):
+    """MiB of hugepages the VM holds now, of the size its spec asks for (0 unless it runs with
+    that size): a rebuild frees them before the new VM starts, so the node's hugepage check
+    counts them as free. QEMU backs all of the guest's memory with them (`memory`, a number or
+    PVE 8's `current=N` property string)."""
+    size = str(v.get("proxmox_vm_hugepages") or "")
+    if not _running_with(v, api, size):
+        return 0
+    match = re.fullmatch(
+        r"(?:current=)?(\d+)(?:,.*)?", str((api.get("current") or {}).get("memory", ""))
+    )
+    return int(match.group(1)) if match else 0
+
+
+def _own_pages(v, api, size):
+    """{host node: MiB} of hugepages of `size` the VM itself holds now (running): they come
+    back to it, so a re-run decides as the first run did."""
+    current = api.get("current") or {}
+    if not _running_with(v, api, size):
         return {}
     held = {}
     for key, value in current.items():
