@@ -76,14 +76,21 @@ def for_running_vm(findings, hugepages_free, spec):
     return out
 
 
+def pool(hugepages_free, size):
+    """(page kB, {numa node: free pages}, "node0: N, ...") of the VM's hugepage size ("2",
+    "1024", "any": Proxmox's `hugepages`; any is counted in 2 MiB pages) on the node."""
+    kb = 2048 if size in ("2", "any") else 1048576
+    free = {node: sizes.get(kb, 0) for node, sizes in (hugepages_free or {}).items()}
+    return kb, free, ", ".join(f"node{n}: {f}" for n, f in sorted(free.items()))
+
+
 def held_hugepages(hugepages_free, spec):
     """The running VM's hugepages: reported, not judged (it holds its own already)."""
     size = str(spec.get("hugepages") or "")
     if not size:
         return finding("hugepages", "pass", "the VM uses no hugepages")
-    kb = 2048 if size in ("2", "any") else 1048576
-    free = {node: sizes.get(kb, 0) for node, sizes in (hugepages_free or {}).items()}
-    listed = ", ".join(f"node{n}: {f}" for n, f in sorted(free.items())) or "none read"
+    kb, _, listed = pool(hugepages_free, size)
+    listed = listed or "none read"
     return finding(
         "hugepages",
         "pass",

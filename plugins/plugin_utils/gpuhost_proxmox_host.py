@@ -349,13 +349,11 @@ def _hugepage_finding(facts, spec):
     size = str(spec.get("hugepages") or "")
     if not size:
         return finding("hugepages", "pass", "the VM uses no hugepages")
-    kb = 2048 if size in ("2", "any") else 1048576
+    kb, free, per_node = _running.pool(facts["hugepages"], size)
     need = int(spec.get("memory_mib") or 0) * 1024 // kb
-    free = {node: sizes.get(kb, 0) for node, sizes in facts["hugepages"].items()}
     # A rebuild destroys the running VM first: the pages it holds come back to the pool.
     held = int(spec.get("held_mib") or 0) * 1024 // kb
     total = sum(free.values()) + held
-    per_node = ", ".join(f"node{n}: {f}" for n, f in sorted(free.items()))
     if held:
         per_node += f"; {held} held by the VM itself, freed when it is destroyed"
     if total >= need:
