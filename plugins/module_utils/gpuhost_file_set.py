@@ -1,0 +1,97 @@
+"""Write a role's files and directories in one module call. The pure half of `file_set`.
+
+A no-op converge paid one round trip per ansible.builtin.template / copy / file task (issue 29
+item 6); here one call compares and writes them all, each by the rules of
+gpuhost_service_path (the walk from / on open descriptors, no link followed unless only root
+could have made it, a temporary file in the same directory, fsync, rename, owner and mode set
+on the descriptor). A root-owned file goes only in a directory no other account can change.
+
+Each entry names its result (`files[name]`: changed, path, created, fixed), so the tasks that
+read one file's change (a restart, a daemon-reload, the known-good copy) read that one. A
+secret entry's content comes from a separate no_log option and never reaches a diff.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
+    ServicePathError,
+    ensure_directory,
+    write_file,
+)
+
+_MODE = re.compile(r"^0?[0-7]{3,4}$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _check_entries(entries: list[dict[str, Any]], secrets: dict[str, str]) -> None:
+    seen: set[str] = set()
+    for entry in entries:
+        name = entry.get("name", "")
+        if not _NAME.match(name or ""):
+            raise ServicePathError(
+                f"files: name {name!r} is not a result key (lower case letters, digits, _)"
+            )
+        if name in seen:
+            raise ServicePathError(f"files: name {name!r} is given twice; each names one result")
+        seen.add(name)
+        if not _MODE.match(entry.get("mode") or ""):
+            raise ServicePathError(
+                f"files[{name}].mode: {entry.get('mode')!r} is not an octal mode such as '0644'"
+            )
+        if entry.get("secret") and name not in secrets:
+            raise ServicePathError(
+                f"files[{name}]: secret, but secret_contents has no {name!r} (its content)"
+            )
+
+
+def apply(
+    entries: list[dict[str, Any]],
+    secrets: dict[str, str] | None = None,
+    check: bool = False,
+    diff: bool = False,
+) -> dict[str, Any]:
+    """Make every entry what it says, in order; stop at the first refusal (ServicePathError)
+    with nothing after it touched. Returns changed, files (name -> result) and diff (a list,
+    one per changed file that is not secret, when diff is asked for)."""
+    secrets = secrets or {}
+    _check_entries(entries, secrets)
+    files: dict[str, dict[str, Any]] = {}
+    diffs: list[dict[str, str]] = []
+    for entry in entries:
+        name, path, mode = entry["name"], entry["path"], int(entry["mode"], 8)
+        owner, group = entry.get("owner") or "root", entry.get("group") or "root"
+        if entry.get("state", "file") == "directory":
+            files[name] = ensure_directory(path, owner, group, mode, check)
+            continue
+        secret = bool(entry.get("secret"))
+        content = secrets[name] if secret else entry.get("content") or ""
+        data = content.encode()
+        result = write_file(
+            path,
+            data,
+            owner,
+            group,
+            mode,
+            check,
+            root_dir=owner == "root",
+            keep_before=diff and not secret,
+        )
+        before = result.pop("before", None)
+        if before is not None and result["changed"] and before != data:
+            diffs.append(
+                {
+                    "before_header": result["path"],
+                    "after_header": result["path"],
+                    "before": before.decode(errors="replace"),
+                    "after": content,
+                }
+            )
+        files[name] = result
+    return {
+        "changed": any(r["changed"] for r in files.values()),
+        "files": files,
+        "diff": diffs,
+    }
