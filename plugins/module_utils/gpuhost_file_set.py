@@ -6,7 +6,9 @@ gpuhost_service_path (the walk from / on open descriptors, no link followed unle
 could have made it, a temporary file in the same directory, fsync, rename, owner and mode set
 on the descriptor). A root-owned file goes only in a directory no other account can change.
 
-Each entry names its result (`files[name]`: changed, path, created, fixed), so the tasks that
+An entry is a file (its content given, or copied from `src` on the host, read by the same
+rules), a directory, or `absent` (a file or link removed, never followed; a directory there is
+refused). Each entry names its result (`files[name]`: changed, path, created, fixed), so the tasks that
 read one file's change (a restart, a daemon-reload, the known-good copy) read that one. A
 secret entry's content comes from a separate no_log option and never reaches a diff.
 """
@@ -19,6 +21,8 @@ from typing import Any
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
     ServicePathError,
     ensure_directory,
+    read_file,
+    remove_file,
     write_file,
 )
 
@@ -37,11 +41,11 @@ def _check_entries(entries: list[dict[str, Any]], secrets: dict[str, str]) -> No
         if name in seen:
             raise ServicePathError(f"files: name {name!r} is given twice; each names one result")
         seen.add(name)
-        if not _MODE.match(entry.get("mode") or ""):
+        if entry.get("state") != "absent" and not _MODE.match(entry.get("mode") or ""):
             raise ServicePathError(
                 f"files[{name}].mode: {entry.get('mode')!r} is not an octal mode such as '0644'"
             )
-        if entry.get("secret") and name not in secrets:
+        if entry.get("secret") and not entry.get("src") and name not in secrets:
             raise ServicePathError(
                 f"files[{name}]: secret, but secret_contents has no {name!r} (its content)"
             )
@@ -61,14 +65,21 @@ def apply(
     files: dict[str, dict[str, Any]] = {}
     diffs: list[dict[str, str]] = []
     for entry in entries:
-        name, path, mode = entry["name"], entry["path"], int(entry["mode"], 8)
+        name, path = entry["name"], entry["path"]
+        mode = int(entry.get("mode") or "0", 8)
         owner, group = entry.get("owner") or "root", entry.get("group") or "root"
-        if entry.get("state", "file") == "directory":
+        state = entry.get("state") or "file"
+        if state == "directory":
             files[name] = ensure_directory(path, owner, group, mode, check)
             continue
+        if state == "absent":
+            files[name] = remove_file(path, check)
+            continue
         secret = bool(entry.get("secret"))
-        content = secrets[name] if secret else entry.get("content") or ""
-        data = content.encode()
+        if entry.get("src"):
+            data = read_file(entry["src"])
+        else:
+            data = (secrets[name] if secret else entry.get("content") or "").encode()
         result = write_file(
             path,
             data,
@@ -86,7 +97,7 @@ def apply(
                     "before_header": result["path"],
                     "after_header": result["path"],
                     "before": before.decode(errors="replace"),
-                    "after": content,
+                    "after": data.decode(errors="replace"),
                 }
             )
         files[name] = result

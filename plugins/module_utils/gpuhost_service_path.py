@@ -303,6 +303,33 @@ def write_file(
         return result
 
 
+def read_file(path: str) -> bytes:
+    """What the regular file (one link) at path holds, found by the walk's rules."""
+    with _at_leaf(path, True) as (fd, leaf, where, full, st, fds, created):
+        if st is None:
+            raise ServicePathError(f"{full} does not exist; nothing to copy from")
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            _refuse(full, _what(st, fd, leaf), where, os.fstat(fd), "a regular file")
+        ffd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        fds.append(ffd)
+        fst = os.fstat(ffd)
+        if not stat.S_ISREG(fst.st_mode) or fst.st_nlink != 1:
+            _refuse(full, _what(fst, fd, leaf), where, os.fstat(fd), "a regular file")
+        return _read_all(ffd, fst.st_size + 1)
+
+
+def remove_file(path: str, check: bool = False) -> dict[str, Any]:
+    """Remove the file (or link: never followed) at path; a directory there is refused."""
+    with _at_leaf(path, True) as (fd, leaf, where, full, st, fds, created):
+        if st is None:
+            return _result(False, full, [], [])
+        if stat.S_ISDIR(st.st_mode):
+            _refuse(full, "a directory", where, os.fstat(fd), "a file to remove")
+        if not check:
+            os.unlink(leaf, dir_fd=fd)
+        return _result(True, full, [], ["removed"])
+
+
 def _require_root_dir(fd: int, where: str) -> None:
     st = os.fstat(fd)
     if not _trusted(st):

@@ -33,15 +33,22 @@ options:
     suboptions:
       name: {description: Key of this entry's result under C(files)., type: str, required: true}
       path: {description: Absolute path., type: path, required: true}
-      state: {description: C(file) or C(directory)., type: str, choices: [file, directory], default: file}
+      state:
+        description: C(file), C(directory), or C(absent) (a file or link there is removed; a directory is refused).
+        type: str
+        choices: [file, directory, absent]
+        default: file
       content: {description: The file's text (not secret)., type: str, default: ""}
+      src:
+        description: Copy the content from this file on the host (read without following a link), instead of I(content).
+        type: path
       secret:
         description: The content is I(secret_contents[name]); no diff shows it.
         type: bool
         default: false
       owner: {description: Owner., type: str, default: root}
       group: {description: Group., type: str, default: root}
-      mode: {description: Octal mode, e.g. C("0644")., type: str, required: true}
+      mode: {description: Octal mode, e.g. C("0644") (not for C(absent))., type: str}
   secret_contents:
     description: Content of the secret entries, by name (never logged or returned).
     type: dict
@@ -78,12 +85,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path i
 _ENTRY = {
     "name": {"type": "str", "required": True},
     "path": {"type": "path", "required": True},
-    "state": {"type": "str", "choices": ["file", "directory"], "default": "file"},
+    "state": {"type": "str", "choices": ["file", "directory", "absent"], "default": "file"},
     "content": {"type": "str", "default": ""},
+    "src": {"type": "path"},
     "secret": {"type": "bool", "default": False},
     "owner": {"type": "str", "default": "root"},
     "group": {"type": "str", "default": "root"},
-    "mode": {"type": "str", "required": True},
+    "mode": {"type": "str"},
 }
 
 
