@@ -15,7 +15,11 @@ secret entry's content comes from a separate no_log option and never reaches a d
 
 from __future__ import annotations
 
+import grp
+import os
+import pwd
 import re
+import stat
 from typing import Any
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
@@ -106,3 +110,41 @@ def apply(
         "files": files,
         "diff": diffs,
     }
+
+
+def look(paths: list[str]) -> list[dict[str, Any]]:
+    """lstat of each path (a link is reported as one, never followed), in the shape of
+    ansible.builtin.stat's `stat` with follow: false, as `{item, stat}` in the order given, so
+    a task that looped stat over the same list reads the same `results[i].stat`."""
+    return [{"item": path, "stat": _stat_of(path)} for path in paths]
+
+
+def _stat_of(path: str) -> dict[str, Any]:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False}
+    mode = st.st_mode
+    return {
+        "exists": True,
+        "path": path,
+        "isdir": stat.S_ISDIR(mode),
+        "isreg": stat.S_ISREG(mode),
+        "islnk": stat.S_ISLNK(mode),
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "pw_name": _name(pwd.getpwuid, st.st_uid),
+        "gr_name": _name(grp.getgrgid, st.st_gid),
+        "mode": f"{stat.S_IMODE(mode):04o}",
+        "wgrp": bool(mode & stat.S_IWGRP),
+        "woth": bool(mode & stat.S_IWOTH),
+        "size": st.st_size,
+        "nlink": st.st_nlink,
+    }
+
+
+def _name(lookup, number: int) -> str:
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
