@@ -101,8 +101,14 @@ def test_refuses_a_link_another_account_planted(tmp_path):
     os.symlink(target, svc / "x.conf")
     os.lchown(svc / "x.conf", 65534, 65534)
     entries = [
-        {"name": "conf", "path": str(svc / "x.conf"), "mode": "0644", "content": "x\n",
-         "owner": "nobody", "group": "nogroup"},
+        {
+            "name": "conf",
+            "path": str(svc / "x.conf"),
+            "mode": "0644",
+            "content": "x\n",
+            "owner": "nobody",
+            "group": "nogroup",
+        },
         {"name": "later", "path": str(tmp_path / "later"), "mode": "0644", "content": "y\n"},
     ]
     with pytest.raises(ServicePathError, match=r"x\.conf is a symbolic link"):
@@ -196,3 +202,104 @@ def test_the_secret_is_in_no_result_diff_or_log_line(etc):
     assert [d["before_header"] for d in result["diff"]] == [str(etc / "x.service")]
     assert "sk-not-for-logs" not in text and "OLD=1" not in text
     assert logged and not any("sk-not-for-logs" in line for line in logged)
+
+
+def test_copies_from_a_host_file_and_refuses_a_planted_link_as_source(tmp_path, etc):
+    (etc / "x.service").write_text("[Unit]\nlive\n")
+    kept = tmp_path / "kept"
+    kept.mkdir(mode=0o700)
+    entry = {"name": "unit", "src": str(etc / "x.service"), "path": str(kept / "unit"),
+             "mode": "0600", "secret": True}  # fmt: skip
+    result = fs.apply([entry], diff=True)
+    assert result["files"]["unit"]["changed"] and result["diff"] == []
+    assert (kept / "unit").read_text() == "[Unit]\nlive\n" and _mode(kept / "unit") == 0o600
+    assert not fs.apply([entry])["changed"]
+    svc = tmp_path / "svc"
+    svc.mkdir()
+    os.chown(svc, 65534, 65534)
+    os.symlink("/etc/shadow", svc / "unit")
+    os.lchown(svc / "unit", 65534, 65534)
+    with pytest.raises(ServicePathError, match=r"svc/unit is a symbolic link"):
+        fs.apply([dict(entry, src=str(svc / "unit"))])
+    assert (kept / "unit").read_text() == "[Unit]\nlive\n"
+
+
+def test_absent_removes_a_link_without_following_and_refuses_a_directory(tmp_path, etc):
+    target = tmp_path / "target"
+    target.write_text("keep\n")
+    os.symlink(target, etc / "rule.nft")
+    entries = [{"name": "nft", "state": "absent", "path": str(etc / "rule.nft")}]
+    assert fs.apply(entries, check=True)["files"]["nft"]["changed"]
+    assert os.path.islink(etc / "rule.nft")
+    assert fs.apply(entries)["files"]["nft"]["changed"]
+    assert not os.path.lexists(etc / "rule.nft") and target.read_text() == "keep\n"
+    assert not fs.apply(entries)["changed"]
+    (etc / "rule.nft").mkdir()
+    with pytest.raises(ServicePathError, match="is a directory"):
+        fs.apply(entries)
+
+
+def test_look_reports_what_a_looped_stat_did(tmp_path, etc):
+    os.symlink(etc, tmp_path / "link")
+    (etc / "f").write_text("x")
+    (etc / "f").chmod(0o664)
+    found = fs.look([str(etc), str(tmp_path / "link"), str(etc / "f"), str(tmp_path / "none")])
+    assert [r["item"] for r in found] == [str(etc), str(tmp_path / "link"), str(etc / "f"),
+                                          str(tmp_path / "none")]  # fmt: skip
+    d, link, f, none = (r["stat"] for r in found)
+    assert d["isdir"] and not d["islnk"] and d["uid"] == 0 and d["pw_name"] == "root"
+    assert d["mode"] == "0755" and not d["wgrp"] and not d["woth"]
+    assert link["islnk"] and not link["isdir"]
+    assert f["isreg"] and f["wgrp"] and not f["woth"] and f["mode"] == "0664"
+    assert none == {"exists": False}
+
+
+ROLES = os.path.join(os.path.dirname(__file__), "..", "roles")
+
+
+def _task_text(path, name):
+    import yaml
+
+    with open(os.path.join(ROLES, path)) as handle:
+        tasks = yaml.safe_load(handle)
+
+    def walk(items):
+        for task in items:
+            yield task
+            for key in ("block", "rescue", "always"):
+                yield from walk(task.get(key, []))
+
+    return yaml.safe_dump(next(t for t in walk(tasks) if t.get("name") == name))
+
+
+@pytest.mark.parametrize(
+    "path, name, reads",
+    [
+        # Every file whose change restarts the server through the gate.
+        (
+            "sglang_server/tasks/configure.yml",
+            "Decide whether the config on the host has passed the gate",
+            [
+                "_sglang_server_files.files.unit.changed",
+                "_sglang_server_files.files.env.changed",
+                "_sglang_server_files.files.devices_unit.changed",
+                "_sglang_server_libexec.files.launcher.changed",
+                "_sglang_server_libexec.files.devices_script.changed",
+                "gpuhost.gpu.config_drift",
+            ],
+        ),
+        # The port rule reloads on its own files' change; daemon-reload on its unit's.
+        (
+            "sglang_server/tasks/configure.yml",
+            "Load the port rule",
+            [
+                "_sglang_server_files.files.nft.changed",
+                "daemon_reload: '{{ _sglang_server_files.files.nft_unit.changed }}'",
+            ],
+        ),
+    ],
+)
+def test_each_file_change_drives_what_its_template_task_did(path, name, reads):
+    text = _task_text(path, name)
+    for read in reads:
+        assert read in text, f"{path}: {name} no longer reads {read}"

@@ -53,6 +53,7 @@ TOUCHING = {
 SAFE = {
     "gpuhost.gpu.service_path": "walks with O_NOFOLLOW, refuses what the account planted",
     "gpuhost.gpu.file_set": "service_path's walk for each entry (one call for a role's paths)",
+    "gpuhost.gpu.path_stats": "read-only; lstat of each path (a link is reported, not followed)",
     "gpuhost.gpu.python_env_probe": "read-only; lstat of each dir (a link is wrong)",
     "gpuhost.gpu.path_size": "read-only sizes; no link followed but a snapshot's to its blob "
     "(stat, no read), a ref read only when a regular file",

@@ -319,15 +319,22 @@ def read_file(path: str) -> bytes:
 
 
 def remove_file(path: str, check: bool = False) -> dict[str, Any]:
-    """Remove the file (or link: never followed) at path; a directory there is refused."""
-    with _at_leaf(path, True) as (fd, leaf, where, full, st, fds, created):
-        if st is None:
-            return _result(False, full, [], [])
-        if stat.S_ISDIR(st.st_mode):
-            _refuse(full, "a directory", where, os.fstat(fd), "a file to remove")
+    """Remove the file or link at path (the link itself: the leaf is never followed, its
+    directory is found by the walk's rules); a directory there is refused."""
+    parent, leaf = os.path.split(os.path.normpath(path))
+    with _at_leaf(parent, True) as (fd, name, where, full, st, fds, created):
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            return _result(False, os.path.join(full, leaf), [], [])
+        dfd = _open_dir(fd, name, full, where)
+        fds.append(dfd)
+        target = _lstat(dfd, leaf)
+        if target is None:
+            return _result(False, os.path.join(full, leaf), [], [])
+        if stat.S_ISDIR(target.st_mode):
+            _refuse(os.path.join(full, leaf), "a directory", full, os.fstat(dfd), "a file to remove")
         if not check:
-            os.unlink(leaf, dir_fd=fd)
-        return _result(True, full, [], ["removed"])
+            os.unlink(leaf, dir_fd=dfd)
+        return _result(True, os.path.join(full, leaf), [], ["removed"])
 
 
 def _require_root_dir(fd: int, where: str) -> None:

@@ -11,7 +11,7 @@ module: gpuhost.gpu.file_set
 short_description: Write a role's files and directories in one call, never through a link
 description:
   - One round trip for what took one M(ansible.builtin.template), M(ansible.builtin.copy) or
-    M(ansible.builtin.file) task per path (issue 29 item 6: a converge with nothing to change
+    M(ansible.builtin.file) task per path (issue 29 item 6; a converge with nothing to change
     pays per call). Rendering stays on the controller
     (C(lookup('ansible.builtin.template', ...))).
   - Each entry is handled as M(gpuhost.gpu.service_path) handles its path (no symbolic link
@@ -21,7 +21,7 @@ description:
     task before any later entry is touched.
   - C(files[name]) is each entry's result, so a task reads one file's change
     (C(_x.files.unit.changed)) as it read one template task's C(changed).
-  - A secret entry's content comes from I(secret_contents) (no_log): it is in no result, no
+  - A secret entry's content comes from I(secret_contents) (no_log); it is in no result, no
     diff and no log line. Check mode reports what would change and writes nothing.
   - The pure logic is C(plugins/module_utils/gpuhost_file_set.py).
 options:

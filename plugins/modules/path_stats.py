@@ -10,8 +10,8 @@ DOCUMENTATION = r"""
 module: gpuhost.gpu.path_stats
 short_description: Look at several paths in one call (lstat, never following a link)
 description:
-  - One round trip for what a looped M(ansible.builtin.stat) (C(follow: false)) took one per
-    path (issue 29 item 6). C(results[i]) is C({item, stat}) in the order given, with the stat
+  - One round trip for what a looped M(ansible.builtin.stat) with C(follow=false) took one
+    per path (issue 29 item 6). C(results[i]) is C({item, stat}) in the order given, with the stat
     keys the roles' guards read (exists, isdir, isreg, islnk, uid, gid, pw_name, gr_name, mode,
     wgrp, woth, size, nlink), so a guard written against the looped stat reads the same.
   - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_file_set.py).
