@@ -8,9 +8,10 @@ on the descriptor). A root-owned file goes only in a directory no other account 
 
 An entry is a file (its content given, or copied from `src` on the host, read by the same
 rules), a directory, or `absent` (a file or link removed, never followed; a directory there is
-refused). Each entry names its result (`files[name]`: changed, path, created, fixed), so the tasks that
-read one file's change (a restart, a daemon-reload, the known-good copy) read that one. A
-secret entry's content comes from a separate no_log option and never reaches a diff.
+refused). Each entry names its result (`files[name]`: changed, path, created, fixed), so the
+tasks that read one file's change (a restart, a daemon-reload, the known-good copy) read that
+one. A secret entry's content comes from a separate no_log option and never reaches a diff.
+`look` is the read half: lstat of several paths in one call (module path_stats).
 """
 
 from __future__ import annotations

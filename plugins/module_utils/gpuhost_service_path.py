@@ -287,7 +287,9 @@ def write_file(
         fst = os.fstat(ffd)
         if not stat.S_ISREG(fst.st_mode) or fst.st_nlink != 1:
             _refuse(full, _what(fst, fd, leaf), where, os.fstat(fd), "a regular file")
-        before = _read_all(ffd, max(len(content) + 1, _DIFF_MAX) if keep_before else len(content) + 1)
+        before = _read_all(
+            ffd, max(len(content) + 1, _DIFF_MAX) if keep_before else len(content) + 1
+        )
         if before != content:
             if not check:
                 _replace(fd, leaf, content, uid, gid, mode)
@@ -305,7 +307,7 @@ def write_file(
 
 def read_file(path: str) -> bytes:
     """What the regular file (one link) at path holds, found by the walk's rules."""
-    with _at_leaf(path, True) as (fd, leaf, where, full, st, fds, created):
+    with _at_leaf(path, True) as (fd, leaf, where, full, st, fds, _created):
         if st is None:
             raise ServicePathError(f"{full} does not exist; nothing to copy from")
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
@@ -322,7 +324,7 @@ def remove_file(path: str, check: bool = False) -> dict[str, Any]:
     """Remove the file or link at path (the link itself: the leaf is never followed, its
     directory is found by the walk's rules); a directory there is refused."""
     parent, leaf = os.path.split(os.path.normpath(path))
-    with _at_leaf(parent, True) as (fd, name, where, full, st, fds, created):
+    with _at_leaf(parent, True) as (fd, name, where, full, st, fds, _created):
         if st is None or not stat.S_ISDIR(st.st_mode):
             return _result(False, os.path.join(full, leaf), [], [])
         dfd = _open_dir(fd, name, full, where)
@@ -331,7 +333,9 @@ def remove_file(path: str, check: bool = False) -> dict[str, Any]:
         if target is None:
             return _result(False, os.path.join(full, leaf), [], [])
         if stat.S_ISDIR(target.st_mode):
-            _refuse(os.path.join(full, leaf), "a directory", full, os.fstat(dfd), "a file to remove")
+            _refuse(
+                os.path.join(full, leaf), "a directory", full, os.fstat(dfd), "a file to remove"
+            )
         if not check:
             os.unlink(leaf, dir_fd=dfd)
         return _result(True, os.path.join(full, leaf), [], ["removed"])

@@ -34,13 +34,17 @@ options:
       name: {description: Key of this entry's result under C(files)., type: str, required: true}
       path: {description: Absolute path., type: path, required: true}
       state:
-        description: C(file), C(directory), or C(absent) (a file or link there is removed; a directory is refused).
+        description:
+          - C(file), C(directory), or C(absent) (a file or link there is removed, never
+            followed; a directory is refused).
         type: str
         choices: [file, directory, absent]
         default: file
       content: {description: The file's text (not secret)., type: str, default: ""}
       src:
-        description: Copy the content from this file on the host (read without following a link), instead of I(content).
+        description:
+          - Copy the content from this file on the host (read without following a link),
+            instead of I(content).
         type: path
       secret:
         description: The content is I(secret_contents[name]); no diff shows it.
@@ -69,7 +73,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 files:
-  description: Per entry name, C(changed), C(path), C(created) and C(fixed) (see M(gpuhost.gpu.service_path)).
+  description:
+    - Per entry name, C(changed), C(path), C(created) and C(fixed) (see
+      M(gpuhost.gpu.service_path)).
   type: dict
   returned: always
 """
