@@ -52,6 +52,8 @@ TOUCHING = {
 # This collection's modules that take a path below those directories, and why they may.
 SAFE = {
     "gpuhost.gpu.service_path": "walks with O_NOFOLLOW, refuses what the account planted",
+    "gpuhost.gpu.file_set": "service_path's walk for each entry (one call for a role's paths)",
+    "gpuhost.gpu.path_stats": "read-only; lstat of each path (a link is reported, not followed)",
     "gpuhost.gpu.python_env_probe": "read-only; lstat of each dir (a link is wrong)",
     "gpuhost.gpu.path_size": "read-only sizes; no link followed but a snapshot's to its blob "
     "(stat, no read), a ref read only when a regular file",
@@ -214,10 +216,13 @@ def test_the_roles_use_service_path_where_root_makes_the_accounts_paths():
         (where, task.get("name"))
         for where, tasks in _all_files()
         for task in _tasks(tasks)
-        if "gpuhost.gpu.service_path" in task
+        if "gpuhost.gpu.service_path" in task or "gpuhost.gpu.file_set" in task
     }
     for expected in (
-        ("roles/base/tasks/configure.yml", "Create the service account's directories"),
+        (
+            "roles/base/tasks/configure.yml",
+            "Create the gpuhost directories and the service account's directories",
+        ),
         ("roles/python_env/tasks/configure.yml", "Create the JIT caches for the service account"),
         ("roles/model_cache/tasks/start.yml", "Create HF_HOME and the completion marker directory"),
         ("roles/model_cache/tasks/main.yml", "Write the completion marker"),

@@ -37,6 +37,8 @@ from typing import Any
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # Symbolic links followed on one walk, as the kernel allows (MAXSYMLINKS).
 _MAX_LINKS = 40
+# What a diff shows of a file at most (a larger one is read this far: changed all the same).
+_DIFF_MAX = 1 << 20
 PARENT_MODE = 0o755
 
 
@@ -251,16 +253,32 @@ def ensure_directory(
 
 
 def write_file(
-    path: str, content: bytes, owner: str, group: str, mode: int, check: bool = False
+    path: str,
+    content: bytes,
+    owner: str,
+    group: str,
+    mode: int,
+    check: bool = False,
+    root_dir: bool = False,
+    keep_before: bool = False,
 ) -> dict[str, Any]:
-    """Make path a regular file (one link) of owner:group with mode holding content."""
+    """Make path a regular file (one link) of owner:group with mode holding content.
+
+    root_dir: the file's directory must be one only root can change (root's, writable by no
+    group and no one else), or nothing is written. keep_before: the result's `before` holds
+    what the file held (b"" when it was missing), for a diff."""
     uid, gid = _ids(owner, group, check)
     with _at_leaf(path, check) as (fd, leaf, where, full, st, fds, created):
+        if root_dir and fd is not None:
+            _require_root_dir(fd, where)
         if st is None:
             created.append(full)
             if not check:
                 _replace(fd, leaf, content, uid, gid, mode)
-            return _result(True, full, created, [])
+            result = _result(True, full, created, [])
+            if keep_before:
+                result["before"] = b""
+            return result
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             _refuse(full, _what(st, fd, leaf), where, os.fstat(fd), "a regular file")
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -269,15 +287,69 @@ def write_file(
         fst = os.fstat(ffd)
         if not stat.S_ISREG(fst.st_mode) or fst.st_nlink != 1:
             _refuse(full, _what(fst, fd, leaf), where, os.fstat(fd), "a regular file")
-        if _read_all(ffd, len(content) + 1) != content:
+        before = _read_all(
+            ffd, max(len(content) + 1, _DIFF_MAX) if keep_before else len(content) + 1
+        )
+        if before != content:
             if not check:
                 _replace(fd, leaf, content, uid, gid, mode)
-            return _result(True, full, created, ["content"])
-        wrong = _wrong(fst, uid, gid, mode)
-        if wrong and not check:
-            os.fchown(ffd, uid, gid)
-            os.fchmod(ffd, mode)
-        return _result(bool(wrong), full, created, wrong)
+            result = _result(True, full, created, ["content"])
+        else:
+            wrong = _wrong(fst, uid, gid, mode)
+            if wrong and not check:
+                os.fchown(ffd, uid, gid)
+                os.fchmod(ffd, mode)
+            result = _result(bool(wrong), full, created, wrong)
+        if keep_before:
+            result["before"] = before
+        return result
+
+
+def read_file(path: str) -> bytes:
+    """What the regular file (one link) at path holds, found by the walk's rules."""
+    with _at_leaf(path, True) as (fd, leaf, where, full, st, fds, _created):
+        if st is None:
+            raise ServicePathError(f"{full} does not exist; nothing to copy from")
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            _refuse(full, _what(st, fd, leaf), where, os.fstat(fd), "a regular file")
+        ffd = os.open(leaf, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+        fds.append(ffd)
+        fst = os.fstat(ffd)
+        if not stat.S_ISREG(fst.st_mode) or fst.st_nlink != 1:
+            _refuse(full, _what(fst, fd, leaf), where, os.fstat(fd), "a regular file")
+        return _read_all(ffd, fst.st_size + 1)
+
+
+def remove_file(path: str, check: bool = False) -> dict[str, Any]:
+    """Remove the file or link at path (the link itself: the leaf is never followed, its
+    directory is found by the walk's rules); a directory there is refused."""
+    parent, leaf = os.path.split(os.path.normpath(path))
+    with _at_leaf(parent, True) as (fd, name, where, full, st, fds, _created):
+        if st is None or not stat.S_ISDIR(st.st_mode):
+            return _result(False, os.path.join(full, leaf), [], [])
+        dfd = _open_dir(fd, name, full, where)
+        fds.append(dfd)
+        target = _lstat(dfd, leaf)
+        if target is None:
+            return _result(False, os.path.join(full, leaf), [], [])
+        if stat.S_ISDIR(target.st_mode):
+            _refuse(
+                os.path.join(full, leaf), "a directory", full, os.fstat(dfd), "a file to remove"
+            )
+        if not check:
+            os.unlink(leaf, dir_fd=dfd)
+        return _result(True, os.path.join(full, leaf), [], ["removed"])
+
+
+def _require_root_dir(fd: int, where: str) -> None:
+    st = os.fstat(fd)
+    if not _trusted(st):
+        raise ServicePathError(
+            f"{where} is owned by {_owner_name(st.st_uid)}, mode {stat.S_IMODE(st.st_mode):04o}: "
+            "root keeps this file only in a directory no other account can change. Look at what "
+            f"made it so, make it root's and writable by root alone (chown root:root {where}; "
+            f"chmod go-w {where}), and run again."
+        )
 
 
 def _read_all(fd: int, limit: int) -> bytes:
