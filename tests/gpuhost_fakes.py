@@ -236,3 +236,57 @@ def cli_env(runs: Path, **extra: str) -> dict[str, str]:
         env["GPUHOST_LOCK_DIR"] = os.environ["GPUHOST_LOCK_DIR"]
     env.update({"GPUHOST_RUNS_DIR": str(runs), "COLUMNS": "200", **extra})
     return env
+
+
+STANDIN_SCRIPT = Path(__file__).parent / "standin" / "sglang_standin.py"
+
+
+def free_port(ports: range) -> int:
+    """A loopback port of `ports` nothing listens on now."""
+    import socket
+
+    import pytest
+
+    for port in ports:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail(f"no free loopback port in {ports.start}-{ports.stop - 1}")
+
+
+def serve_standin(log_path: Path, ports: range, *args: str, timeout: float = 30):
+    """Generator for a fixture: the SGLang stand-in (tests/standin, a test double) on a free
+    loopback port of `ports` with `args`, its output in log_path; yields (port, process) once
+    the port is open, stops it after."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import pytest
+
+    port = free_port(ports)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(STANDIN_SCRIPT), "--port", str(port), "--host", "127.0.0.1",
+             "--standin-load-seconds", "0", "--standin-warmup-seconds", "0", *args],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    pytest.fail("the stand-in did not open its port: " + log_path.read_text())
+                time.sleep(0.05)
+        try:
+            yield port, proc
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)

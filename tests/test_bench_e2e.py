@@ -31,14 +31,12 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from gpuhost_fakes import cli_env
+from gpuhost_fakes import cli_env, serve_standin
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUHOST = Path(sys.executable).parent / "gpuhost"
@@ -180,43 +178,11 @@ def client() -> dict[str, Path]:
     return paths
 
 
-def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.fail(f"no free loopback port in {PORTS.start}-{PORTS.stop - 1}")
-
-
 @pytest.fixture
 def standin(tmp_path: Path):
     """The SGLang stand-in on a loopback port, as role sglang_server would run it."""
-    port = free_port()
-    log = open(tmp_path / "standin.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, str(STANDIN), "--port", str(port), "--host", "127.0.0.1",
-         "--served-model-name", "glm-5", "--standin-load-seconds", "0",
-         "--standin-warmup-seconds", "0"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("the stand-in did not open its port: "
-                            + (tmp_path / "standin.log").read_text())  # fmt: skip
-            time.sleep(0.1)
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
+    for port, _ in serve_standin(tmp_path / "standin.log", PORTS, "--served-model-name", "glm-5"):
+        yield port
 
 
 def bench(tmp_path: Path, client: dict, port: int, *extra: str):

@@ -7,17 +7,14 @@ cost per token, on a loopback port."""
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_cpu_samples as cs
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_gpu_samples as gs
+from gpuhost_fakes import free_port, serve_standin
 
 CAPTURE = Path(__file__).parent / "fixtures" / "gpu-hosts" / "gpu1-launch-bound"
 STANDIN = Path(__file__).parent / "standin" / "sglang_standin.py"
@@ -233,47 +230,13 @@ def test_real_compute_bound_loop_is_power_bound_though_its_thread_spins():
     assert "power-capped 100% of the time" in verdict["evidence"]
 
 
-def free_port():
-    for port in PORTS:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.fail(f"no free loopback port in {PORTS.start}-{PORTS.stop - 1}")
-
-
-def standin_with_cpu_cost(tmp_path):
-    """The stand-in with 2000 us of CPU per token and no sleep per token, on loopback:
-    yields (port, process), stops it after."""
-    port = free_port()
-    log = open(tmp_path / "standin.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, str(STANDIN), "--port", str(port), "--standin-load-seconds", "0",
-         "--standin-warmup-seconds", "0", "--standin-token-delay", "0",
-         "--standin-cpu-us-per-token", "2000"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("the stand-in did not open its port")
-            time.sleep(0.05)
-    yield port, proc
-    proc.terminate()
-    proc.wait(timeout=10)
-    log.close()
-
-
 @pytest.fixture
 def launch_bound_standin(tmp_path):
-    yield from standin_with_cpu_cost(tmp_path)
+    """The stand-in with 2000 us of CPU per token and no sleep per token, on loopback."""
+    yield from serve_standin(
+        tmp_path / "standin.log", PORTS, "--standin-token-delay", "0",
+        "--standin-cpu-us-per-token", "2000", timeout=20,
+    )  # fmt: skip
 
 
 def test_sampler_finds_the_standins_busy_thread_and_its_cost(launch_bound_standin):
@@ -312,7 +275,7 @@ def test_sampler_finds_the_standins_busy_thread_and_its_cost(launch_bound_standi
 
 
 def test_sampler_without_a_server_says_so():
-    port = free_port()  # nothing listens there
+    port = free_port(PORTS)  # nothing listens there
     sampler = cs.CpuSampler(port, unit="no-such-gpuhost-unit.service")
     sampler.start()
     sampler.stop()
