@@ -230,13 +230,18 @@ def test_real_compute_bound_loop_is_power_bound_though_its_thread_spins():
     assert "power-capped 100% of the time" in verdict["evidence"]
 
 
-@pytest.fixture
-def launch_bound_standin(tmp_path):
-    """The stand-in with 2000 us of CPU per token and no sleep per token, on loopback."""
+def standin_with_cpu_cost(tmp_path):
+    """The stand-in with 2000 us of CPU per token and no sleep per token, on loopback:
+    yields (port, process), stops it after (tests/test_gpu_profile.py uses it too)."""
     yield from serve_standin(
         tmp_path / "standin.log", PORTS, "--standin-token-delay", "0",
         "--standin-cpu-us-per-token", "2000", timeout=20,
     )  # fmt: skip
+
+
+@pytest.fixture
+def launch_bound_standin(tmp_path):
+    yield from standin_with_cpu_cost(tmp_path)
 
 
 def test_sampler_finds_the_standins_busy_thread_and_its_cost(launch_bound_standin):
