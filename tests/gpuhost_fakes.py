@@ -211,6 +211,29 @@ def run_playbook(args, facts_dir, env=None, timeout=300):
     )
 
 
+def run_role_findings(tmp_path, role, *args):
+    """Role `role` on this machine (local connection, this venv's Python), `args` after the
+    command; a post task copies gpuhost_findings to a file (the run's one change). Returns
+    (the CompletedProcess, the findings)."""
+    import json
+    import sys
+
+    play = tmp_path / "play.yml"
+    play.write_text(
+        f"- hosts: localhost\n  gather_facts: false\n  roles: [{role}]\n"
+        "  post_tasks:\n    - ansible.builtin.copy:\n"
+        "        content: '{{ gpuhost_findings | to_json }}'\n"
+        f"        dest: {tmp_path}/findings.json\n      check_mode: false\n"
+    )
+    proc = run_playbook(
+        [play, "-c", "local", "-i", "localhost,", "-e",
+         f"ansible_python_interpreter={sys.executable}", *args],
+        tmp_path / "facts",
+    )  # fmt: skip
+    out = tmp_path / "findings.json"
+    return proc, json.loads(out.read_text()) if out.exists() else None
+
+
 def run_debug_play(tmp_path, *messages, timeout=120):
     """The real ansible-playbook on localhost, one debug task per message (a Jinja string):
     how a test asks Ansible itself what a filter or test of the collection renders.

@@ -145,37 +145,16 @@ def test_role_adds_the_node_tuning_findings_read_only(tmp_path):
     """The role end to end on this machine (no pvesh, no GPUs mapped): the node tuning block
     reads this machine's /sys, changes nothing, and adds cpu_governor and cstates next to the
     role's own findings without dropping them."""
-    import json
     import re
-    import sys
 
-    from gpuhost_fakes import run_playbook
+    from gpuhost_fakes import run_role_findings
 
-    play = tmp_path / "play.yml"
-    play.write_text(
-        "- hosts: localhost\n  gather_facts: false\n  roles: [proxmox_host]\n"
-        "  post_tasks:\n    - ansible.builtin.copy:\n"
-        "        content: '{{ gpuhost_findings | to_json }}'\n"
-        f"        dest: {tmp_path}/findings.json\n      check_mode: false\n"
-    )
-    proc = run_playbook(
-        [
-            str(play),
-            "--check",
-            "-c",
-            "local",
-            "-i",
-            "localhost,",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-        ],
-        tmp_path / "facts",
-    )
+    proc, findings = run_role_findings(tmp_path, "proxmox_host", "--check")
     assert proc.returncode == 0, proc.stdout[-3000:]
     # the one change is the test's own copy of the findings
     assert re.search(r"changed=1\s+unreachable=0\s+failed=0", proc.stdout), proc.stdout[-2000:]
     assert proc.stdout.count("changed: [localhost]") == 1
-    checks = [f["check"] for f in json.loads((tmp_path / "findings.json").read_text())]
+    checks = [f["check"] for f in findings]
     assert {"proxmox_host.cpu_governor", "proxmox_host.cstates", "proxmox_host.iommu"} <= set(
         checks
     )

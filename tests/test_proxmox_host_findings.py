@@ -4,7 +4,6 @@ a bad one fails each for its reason, with a fix."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_proxmox_host i
     host_findings,
     parse_report,
 )
+from gpuhost_fakes import run_role_findings
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "proxmox-node"
 SPEC = {
@@ -86,35 +86,9 @@ def test_iommu_off_and_mappings_unreadable():
 def test_role_runs_read_only_on_a_machine_without_proxmox(tmp_path):
     """The role end to end on this machine (no pvesh, no GPUs): it reads, changes nothing and
     reports the missing mappings as a failed check instead of erroring out."""
-    import json
-    import os
-    import subprocess
 
-    root = Path(__file__).resolve().parents[1]
-    play = tmp_path / "play.yml"
-    play.write_text(
-        "- hosts: localhost\n  gather_facts: false\n  roles: [proxmox_host]\n"
-        "  post_tasks:\n    - ansible.builtin.copy:\n"
-        "        content: '{{ gpuhost_findings | to_json }}'\n"
-        f"        dest: {tmp_path}/findings.json\n      check_mode: false\n"
-    )
-    env = dict(
-        os.environ, ANSIBLE_CONFIG=str(root / "ansible.cfg"), ANSIBLE_ROLES_PATH=str(root / "roles")
-    )
-    cmd = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        str(play),
-        "-c",
-        "local",
-        "-i",
-        "localhost,",
-        "-e",
-        "proxmox_host_gpus=['gpu0']",
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-    ]
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    proc, findings = run_role_findings(tmp_path, "proxmox_host", "-e", "proxmox_host_gpus=['gpu0']")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    found = _by_check(json.loads((tmp_path / "findings.json").read_text()))
+    found = _by_check(findings)
     assert found["mappings"]["status"] == "fail"
     assert "cmdline" in found and "hugepages" in found
