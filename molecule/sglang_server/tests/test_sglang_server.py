@@ -1,4 +1,4 @@
-"""sglang_server on real systemd, with the SGLang stand-in (tests/standin/sglang_standin.py).
+"""sglang_server on real systemd, with the SGLang stand-in package (tests/standin/sglang_pkg).
 
 Runs in molecule's verify step, after converge and idempotence. The first tests check the
 state converge left; the later ones drive ansible-playbook against the same container for the
@@ -135,7 +135,8 @@ def test_security_exposure_is_at_most_2(host):
 
 def test_model_cache_marker_and_snapshot(host):
     marker = host.file(
-        "/var/cache/gpuhost/huggingface/gpuhost-complete/lukealonso--GLM-5-NVFP4@main.json"
+        "/var/cache/gpuhost/huggingface/gpuhost-complete/lukealonso--GLM-5-NVFP4@"
+        "5b9f1a0c3d7e2f4a6b8c0d1e2f3a4b5c6d7e8f90.json"
     )
     assert marker.exists and marker.user == "gpuhost"
     assert json.loads(marker.content_string)["model"] == "lukealonso/GLM-5-NVFP4"
