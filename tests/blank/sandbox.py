@@ -71,11 +71,14 @@ def standin_doubles(inventory: Path | str, *extra: str) -> None:
     the NVIDIA device nodes, and an nvidia-smi replaying a recorded 8x RTX PRO 6000 host.
     `inventory`: an inventory path, or "<container>," with extra `-e` for its connection."""
     playbook = Path(sys.executable).parent / "ansible-playbook"
-    sh(
-        str(playbook) if playbook.exists() else "ansible-playbook",
-        "-i", str(inventory), str(ROOT / "tests/standin/prepare_sglang_host.yml"),
-        "-e", "standin_nvidia_smi_fixture=rtx-pro-6000x8-proxmox-p2p-ns",
-        "-e", "standin_hf_cli=true", *extra,
+    subprocess.run(
+        [
+            str(playbook) if playbook.exists() else "ansible-playbook",
+            "-i", str(inventory), str(ROOT / "tests/standin/prepare_sglang_host.yml"),
+            "-e", "standin_nvidia_smi_fixture=rtx-pro-6000x8-proxmox-p2p-ns",
+            "-e", "standin_hf_cli=true", *extra,
+        ],
+        cwd=ROOT, check=True, capture_output=True, text=True,
     )  # fmt: skip
 
 
