@@ -56,7 +56,7 @@ venv=/opt/gpuhost/venv
 [ "$stack" = 1 ] && venv=/opt/gpuhost-standin/venv
 echo "==> Test doubles in the sandbox: the SGLang STAND-IN in $venv, GPU nodes, nvidia-smi, hf"
 ansible-playbook -i inventory/sandbox tests/standin/prepare_sglang_host.yml \
-  -e standin_sglang_venv=$venv -e standin_nvidia_smi_fixture=rtx-pro-6000x8-proxmox-p2p-ns \
+  -e "standin_sglang_venv=$venv" -e standin_nvidia_smi_fixture=rtx-pro-6000x8-proxmox-p2p-ns \
   -e standin_hf_cli=true >/dev/null
 if [ "$stack" = 1 ]; then
   # python_env owns python_env_venv_dir and installs the real SGLang there (for bench_serving):
