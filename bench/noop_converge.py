@@ -47,7 +47,8 @@ WHAT = "one systemd sandbox container (gpuhost-noop-bench)"
 NAME = "gpuhost-noop-bench"
 IMAGE = "gpuhost/debian:12"
 # The bench's inventory sits two folders below the checkout, as inventory/sandbox does, so the
-# sandbox's settings (which name the stand-in server relative to inventory_dir) apply as they are.
+# sandbox's settings apply as they are; the container gets the sandbox's test doubles
+# (tests/blank/sandbox.py standin_doubles) before the first converge.
 WORK = REPO / ".cache" / "noop-bench"
 UNIT = "/etc/systemd/system/sglang-server.service"
 DRIFT_MARK = "# hand edit by bench/noop_converge.py"
@@ -135,7 +136,9 @@ def main() -> int:
     site = REPO / "site.yml"
     problems: list[str] = []
     print(f"{SCRIPT}: starting {NAME} and provisioning it (site.yml, the sandbox's settings)")
-    load_sandbox().start(NAME, IMAGE)
+    box = load_sandbox()
+    box.start(NAME, IMAGE)
+    box.standin_doubles(inventory)
     try:
         first = play(site, inventory, "first")
         print(f"  first converge: {first['seconds']:.1f} s, changed={first['changed']}")

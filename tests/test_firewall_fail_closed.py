@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_router_args import (
     implementation as router_impl,
@@ -47,21 +46,13 @@ def _server_values(**overrides):
         "sglang_server_firewall_cidrs": [],
         "sglang_server_metrics_cidrs": [],
         "sglang_server_enable_metrics": False,
-        "sglang_server_standin_script": "",
         "gpuhost_config_dir": "/etc/gpuhost",
         "gpuhost_sglang": {"argv": ["python", "-m", "sglang.launch_server", "--port", "30000"]},
         **overrides,
     }
-    values["_sglang_server_standin"] = values["sglang_server_standin_script"] != ""
-    values["_sglang_server_loopback"] = values["sglang_server_host"] in (
-        "127.0.0.1",
-        "localhost",
-        "::1",
-    )
     values["_sglang_server_firewall_sources"] = list(
         dict.fromkeys(values["sglang_server_firewall_cidrs"])
     )
-    values["_sglang_server_firewall"] = _var(SERVER, "_sglang_server_firewall", values) == "True"
     values["_sglang_server_firewall_ports"] = _var(SERVER, "_sglang_server_firewall_ports", values)
     return values
 
@@ -71,24 +62,6 @@ def _render(role: Path, template: str, values: dict) -> str:
 
 
 # ---------------------------------------------------------------- the server's rule
-
-
-@pytest.mark.parametrize(
-    ("host", "standin", "wanted"),
-    [
-        ("0.0.0.0", True, True),  # beyond loopback: always, CIDRs or not
-        ("0.0.0.0", False, True),
-        # A real server on a loopback API still opens torch's store on every address.
-        ("127.0.0.1", False, True),
-        # The stand-in opens its API port alone: on loopback nothing is reachable from outside.
-        ("127.0.0.1", True, False),
-    ],
-)
-def test_which_servers_get_the_rule(host, standin, wanted):
-    values = _server_values(
-        sglang_server_host=host, sglang_server_standin_script="/x.py" if standin else ""
-    )
-    assert values["_sglang_server_firewall"] is wanted
 
 
 def test_an_empty_cidr_list_renders_a_loopback_only_drop_rule():
@@ -132,8 +105,10 @@ def test_the_server_unit_binds_to_the_rule():
     unit_section = text.split("[Service]")[0]
     assert "BindsTo={{ sglang_server_service_name }}-firewall.service" in unit_section
     assert "After={{ sglang_server_service_name }}-firewall.service" in unit_section
-    block = unit_section.split("{% if _sglang_server_firewall | bool %}")[1].split("{% endif %}")[0]
-    assert "BindsTo=" in block
+    # Every server, whatever its listen address: a real server on a loopback API still opens
+    # torch's store on every address, and no setting turns the rule off.
+    assert "{% if" not in unit_section.split("BindsTo=")[0].split("Requires=")[1]
+    assert "_sglang_server_firewall:" not in (SERVER / "vars" / "main.yml").read_text()
 
 
 def test_the_rule_is_kept_and_restored_with_the_known_good_config():

@@ -386,9 +386,9 @@ def test_a_server_across_nodes_needs_the_nccl_interface_named():
 
 
 def test_without_gpus_the_gpu_checks_are_skipped_and_say_so():
-    _, none = check(gpu={}, policy={"standin": True})
+    _, none = check(gpu={})
     assert none["errors"] == []
-    assert "GPU-count and architecture checks skipped (stand-in mode)" in only(none, "notes")
+    assert "GPU-count and architecture checks skipped" in only(none, "notes")
 
 
 # --- custom all-reduce follows the nccl decision ------------------------------------------

@@ -191,7 +191,6 @@ def _render(expr: str, **variables):
 BASE = {
     "gpuhost_base_dir": "/opt/gpuhost",
     "python_env_venv_dir": LINK,
-    "sglang_server_standin_script": "",
     "sglang_server_entrypoint": [f"{LINK}/bin/python", "-m", "sglang.launch_server"],
 }
 
@@ -230,15 +229,6 @@ def test_a_check_run_caches_no_venv_it_did_not_build():
         t for t in tasks if "gpuhost_python_env" in str(t.get("ansible.builtin.set_fact"))
     )
     assert export["ansible.builtin.set_fact"]["cacheable"] == "{{ not ansible_check_mode }}"
-
-
-def test_the_stand_in_runs_from_the_venv_when_there_is_one():
-    standin = {**BASE, "sglang_server_standin_script": "/x/sglang_standin.py"}
-    expr = "{{ _sglang_server_entrypoint }}"
-    got = _render(expr, **standin, gpuhost_python_env={"venv_path": B})
-    assert got == [f"{B}/bin/python", "/opt/gpuhost/standin/sglang_standin.py"]
-    got = _render(expr, **standin, gpuhost_python_env={"venv_path": ""})
-    assert got == ["/usr/bin/python3", "/opt/gpuhost/standin/sglang_standin.py"]
 
 
 def test_the_places_that_keep_venvs_are_root_only_and_name_the_kept_configs():

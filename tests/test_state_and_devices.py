@@ -36,7 +36,7 @@ def _load(path):
 # ------------------------------------------------------------------ item 1: the state dirs
 
 
-def _render(template: str, standin: bool = False, **overrides) -> str:
+def _render(template: str, **overrides) -> str:
     env = template_env()
     values = {
         "ansible_managed": "managed",
@@ -48,12 +48,10 @@ def _render(template: str, standin: bool = False, **overrides) -> str:
             "model": "zai-org/GLM-5",
             "exec_start": "/opt/gpuhost/libexec/gpuhost-sglang-launch --tp-size 8",
         },
-        "_sglang_server_standin": standin,
         "_sglang_server_env_path": "/etc/gpuhost/sglang-server.env",
         "_sglang_server_devices_unit": "sglang-server-devices",
         "_sglang_server_devices_script": "/opt/gpuhost/libexec/gpuhost-nvidia-devices",
         "_sglang_server_gpu_count": 8,
-        "_sglang_server_firewall": False,
         "_sglang_server_keys_path": "/etc/gpuhost/sglang-server.keys",
         "gpuhost_service_user": "gpuhost",
         "gpuhost_service_group": "gpuhost",
@@ -74,9 +72,8 @@ def _directives(unit: str, key: str) -> list[str]:
     return [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith(key + "=")]
 
 
-@pytest.mark.parametrize("standin", [False, True])
-def test_server_writes_only_its_own_state_dir(standin):
-    unit = _render("sglang-server.service.j2", standin)
+def test_server_writes_only_its_own_state_dir():
+    unit = _render("sglang-server.service.j2")
     assert _directives(unit, "WorkingDirectory") == ["/var/lib/gpuhost/service"]
     (writable,) = _directives(unit, "ReadWritePaths")
     assert writable.split() == ["/var/cache/gpuhost", "/var/lib/gpuhost/service"]
@@ -113,12 +110,11 @@ def test_service_state_dir_equal_to_the_state_dir_is_refused():
 
 
 def test_server_requires_the_device_oneshot_and_has_no_exec_start_pre():
-    for standin in (False, True):
-        unit = _render("sglang-server.service.j2", standin)
-        assert _directives(unit, "Requires") == ["sglang-server-devices.service"]
-        assert "sglang-server-devices.service" in _directives(unit, "After")[0].split()
-        assert _directives(unit, "ExecStartPre") == []
-        assert "nvidia-modprobe" not in unit
+    unit = _render("sglang-server.service.j2")
+    assert _directives(unit, "Requires") == ["sglang-server-devices.service"]
+    assert "sglang-server-devices.service" in _directives(unit, "After")[0].split()
+    assert _directives(unit, "ExecStartPre") == []
+    assert "nvidia-modprobe" not in unit
 
 
 def test_device_oneshot_creates_and_checks_every_gpu_as_root():
@@ -156,9 +152,8 @@ def test_device_oneshot_creates_and_checks_every_gpu_as_root():
         "ProtectKernelModules",
     ):
         assert closing not in keys, closing
-    standin = _render("sglang-devices.service.j2", standin=True)
-    assert _directives(standin, "ExecStart") == [
-        "/opt/gpuhost/libexec/gpuhost-nvidia-devices --standin"
+    assert _directives(unit, "ExecStart") == [
+        "/opt/gpuhost/libexec/gpuhost-nvidia-devices --create /dev 8"
     ]
 
 
@@ -230,10 +225,3 @@ def test_create_without_nvidia_modprobe_says_so(tmp_path):
 def test_bad_usage_is_refused(args, says):
     out = subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, check=False)
     assert out.returncode == 2 and says in out.stderr
-
-
-def test_standin_checks_nothing():
-    out = subprocess.run(
-        ["sh", str(SCRIPT), "--standin"], capture_output=True, text=True, check=False
-    )
-    assert out.returncode == 0 and "stand-in" in out.stdout

@@ -69,9 +69,6 @@ options:
     type: bool
   force_kv_cache_auto:
     type: bool
-  standin:
-    description: The entry point is a test stand-in (no GPU needed).
-    type: bool
   entrypoint:
     description: argv prefix of the server, e.g. [python, -m, sglang.launch_server].
     type: list
@@ -128,7 +125,7 @@ class ActionModule(ActionBase):
             library = [(name, _load(profiles_dir, name)) for name in known]
             gpu = args.get("gpu") or {}
             chosen = fit.select(library, gpu)
-            if not chosen["selected"] and not gpu.get("present", True) and not args.get("standin"):
+            if not chosen["selected"] and not gpu.get("present", True):
                 # No NVIDIA GPU at all: sglang_server installs nothing here (its preflight says
                 # so), so there is nothing to pick and nothing to validate.
                 message = (
@@ -192,7 +189,6 @@ class ActionModule(ActionBase):
                 nccl=args.get("nccl") or {},
                 policy={
                     "force_kv_cache_auto": bool(args.get("force_kv_cache_auto")),
-                    "standin": bool(args.get("standin")),
                 },
                 listen=listen,
                 nccl_overrides=args.get("nccl_overrides") or {},
@@ -266,7 +262,6 @@ class ActionModule(ActionBase):
             "start_timeout": timeout,
             "start_timeout_source": timeout_source,
             "model_fit": checked.get("model_fit") or {},
-            "standin": bool(args.get("standin")),
             "nccl_decided": isinstance(
                 (args.get("nccl") or {}).get("disable_custom_all_reduce"), bool
             ),

@@ -229,7 +229,7 @@ def _check_rendered_text(effective, out):
             )
 
 
-def _check_remote_code(effective, get, policy, out):
+def _check_remote_code(effective, get, out):
     """--trust-remote-code only from a commit sha."""
     # --trust-remote-code runs Python from the model repository inside the server: only from
     # a commit sha (a branch moves under the operator: whoever can push to it runs code on the
@@ -249,14 +249,8 @@ def _check_remote_code(effective, get, policy, out):
             "(sglang_server_models_lock: the first run that reaches the hub pins the branch "
             "there), or drop --trust-remote-code"
         )
-        if policy.get("standin"):
-            out.notes.append(f"{message} (not enforced: the stand-in runs no model code)")
-            out.findings.append(
-                _finding("trust_remote_code", "pass", "stand-in: no model code runs here")
-            )
-        else:
-            out.errors.append(message)
-            out.findings.append(_finding("trust_remote_code", "fail", message, "pin a commit sha"))
+        out.errors.append(message)
+        out.findings.append(_finding("trust_remote_code", "fail", message, "pin a commit sha"))
     elif trust not in (None, False, "false", "False"):
         out.findings.append(
             _finding("trust_remote_code", "pass", f"remote code only from commit {revision[:12]}")
@@ -533,7 +527,7 @@ def validate(
     findings: gpuhost_findings items (sglang_server.*);
     flags: the final flag mapping (canonical names, the nccl decision applied).
 
-    policy: {force_kv_cache_auto: bool, standin: bool}
+    policy: {force_kv_cache_auto: bool}
     listen: {host, port, api_key_set: bool, api_key_valid: bool}
     nccl_overrides: the inventory's nccl_env_overrides (the socket interface across nodes).
     """
@@ -558,14 +552,13 @@ def validate(
     def has(name):
         return cat.options.get(name, name) in canon
 
-    _check_remote_code(effective, get, policy, out)
+    _check_remote_code(effective, get, out)
     _check_tokenizer_workers(get, out)
     count, sms = gpu_summary(gpu)
     no_gpu = count is None or count == 0
     if no_gpu:
         out.notes.append(
             "no NVIDIA GPU visible (gpuhost_gpu): GPU-count and architecture checks skipped"
-            + (" (stand-in mode)" if policy.get("standin") else "")
         )
 
     _check_inert_flags(effective, get, has, sms, out)

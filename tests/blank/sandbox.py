@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def start(name: str, image: str) -> None:
     sh("docker", "rm", "-f", name, check=False)
     sh(
         "docker", "run", "-d", "--name", name, "--hostname", name,
-        "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
+        # NET_ADMIN: the server's nftables port rule, in the container's own network.
+        "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cgroupns", "host",
         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
         "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
         image, "/lib/systemd/systemd",
@@ -61,6 +63,23 @@ def start(name: str, image: str) -> None:
         if state.strip() in ("running", "degraded"):
             return
         time.sleep(1)
+
+
+def standin_doubles(inventory: Path | str, *extra: str) -> None:
+    """The test doubles where a GPU host has the real things (tests/standin/
+    prepare_sglang_host.yml): the stand-in `sglang` package in the venv the server unit runs,
+    the NVIDIA device nodes, and an nvidia-smi replaying a recorded 8x RTX PRO 6000 host.
+    `inventory`: an inventory path, or "<container>," with extra `-e` for its connection."""
+    playbook = Path(sys.executable).parent / "ansible-playbook"
+    subprocess.run(
+        [
+            str(playbook) if playbook.exists() else "ansible-playbook",
+            "-i", str(inventory), str(ROOT / "tests/standin/prepare_sglang_host.yml"),
+            "-e", "standin_nvidia_smi_fixture=rtx-pro-6000x8-proxmox-p2p-ns",
+            "-e", "standin_hf_cli=true", *extra,
+        ],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    )  # fmt: skip
 
 
 def fresh() -> None:
@@ -75,6 +94,7 @@ def fresh() -> None:
     )
     exec_("chmod", "0755", "/usr/local/bin/hf-standin", check=True)
     sh("docker", "cp", f"{repo}/.", f"{NAME}:/srv/nvidia-standin")
+    standin_doubles(INVENTORY)
 
 
 def exists(path: str) -> bool:

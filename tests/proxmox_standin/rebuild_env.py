@@ -41,6 +41,22 @@ _vms = sibling("vm_containers")
 ALL_PRIVS, PveStandin, StandinServer = _pve.ALL_PRIVS, _pve.PveStandin, _pve.StandinServer
 DockerVms, ensure_ssh_image = _vms.DockerVms, _vms.ensure_ssh_image
 
+
+def _standin_doubles(container: str) -> None:
+    """What the VM's image carries in this test, where a GPU VM has the real things: the
+    stand-in `sglang` package in the server's venv, device nodes, an nvidia-smi double
+    (tests/blank/sandbox.py standin_doubles, tests/standin/prepare_sglang_host.yml)."""
+    spec = importlib.util.spec_from_file_location("blank_sandbox", ROOT / "tests/blank/sandbox.py")
+    box = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(box)
+    box.standin_doubles(
+        f"{container},",
+        "-e", "ansible_connection=community.docker.docker",
+        "-e", "ansible_python_interpreter=/usr/bin/python3",
+        "-e", "standin_hosts=all",
+    )  # fmt: skip
+
+
 HF_HOME = "/var/cache/gpuhost/huggingface"
 HUB_TOKEN = "hf_rebuildTestToken0123456789"  # fake; model_cache reads $HF_TOKEN
 STANDIN_LOG = "hf-standin.log"  # the hf stand-in's own record, left out of model_disk()
@@ -68,6 +84,7 @@ class RebuildBed(contextlib.AbstractContextManager):
             mounts={"scsi1": HF_HOME},
             files={"/usr/local/bin/hf-standin": str(ROOT / "tests/standin/hf_standin.py")},
             prefix=self.prefix,
+            prepare=_standin_doubles,
         )
         self.api = PveStandin(
             on_start=self.vms.on_start,
@@ -111,9 +128,12 @@ class RebuildBed(contextlib.AbstractContextManager):
             "nvidia_driver_enabled": False,
             "cuda_toolkit_enabled": False,
             "proxmox_guest_read_dmesg": False,
-            "sglang_server_standin_script": str(ROOT / "tests/standin/sglang_standin.py"),
-            # No GPU here, so `auto` would pick no profile: name one, as inventory/sandbox does.
+            # The VM's "GPUs" are test doubles (_standin_doubles): the recorded host's profile,
+            # which runs the model's code, so a pinned commit (the hf stand-in downloads it).
             "sglang_server_profile": "glm5-nvfp4-8x-rtx-pro-6000",
+            "sglang_server_revision": "87663416be779d980e4aa102edc328b85d7802f6",
+            # No torch without the SGLang stack: nccl.env is written, not measured.
+            "nccl_verify": False,
             "model_cache_hf_cli": "/usr/local/bin/hf-standin",
             "model_cache_expected_size_gib": 1,
             "model_cache_free_margin_gib": 1,

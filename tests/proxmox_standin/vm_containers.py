@@ -50,11 +50,15 @@ def ensure_ssh_image(base=BASE_IMAGE, image=SSH_IMAGE):
 class DockerVms:
     """on_start/on_stop/on_destroy hooks for PveStandin."""
 
-    def __init__(self, ssh_ports, mounts=None, files=None, image=SSH_IMAGE, prefix=PREFIX):
+    def __init__(
+        self, ssh_ports, mounts=None, files=None, image=SSH_IMAGE, prefix=PREFIX, prepare=None
+    ):
         self.ssh_ports = {str(k): int(v) for k, v in ssh_ports.items()}
         self.mounts = mounts or {}
         # {path in the VM: file here}: what the cloud image carries (test doubles)
         self.files = files or {}
+        # prepare(container name): more of what the image carries (test doubles), after files
+        self.prepare = prepare
         self.image = image
         self.prefix = prefix
         self.started = []
@@ -71,7 +75,8 @@ class DockerVms:
         _docker("rm", "-f", name, check=False)
         args = [
             "run", "-d", "--name", name, "--hostname", cfg.get("name", name),
-            "--cap-add", "SYS_ADMIN", "--cgroupns", "host",
+            # NET_ADMIN: the server's nftables port rule, in the container's own network.
+            "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cgroupns", "host",
             "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
             "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp",
         ]  # fmt: skip
@@ -88,6 +93,8 @@ class DockerVms:
         for dest, src in self.files.items():
             _docker("cp", src, f"{name}:{dest}")
             _docker("exec", name, "chmod", "0755", dest)
+        if self.prepare:
+            self.prepare(name)
         user = cfg.get("ciuser", "debian")
         keys = unquote(cfg.get("sshkeys", ""))
         script = (

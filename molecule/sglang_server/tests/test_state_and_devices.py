@@ -194,6 +194,9 @@ def test_server_requires_the_device_oneshot(host):
     assert _show(host, f"{DEVICES}.service", "ActiveState") == "active"
     assert _show(host, f"{DEVICES}.service", "RemainAfterExit") == "yes"
     assert host.run(f"systemd-analyze verify /etc/systemd/system/{DEVICES}.service").rc == 0
+    # The real path: the nodes prepare made (as the driver would) are checked in /dev.
+    journal = host.check_output(f"journalctl -u {DEVICES} --no-pager -n 20")
+    assert "all device nodes present in /dev: nvidia0..nvidia7" in journal, journal
     out = host.check_output(f"systemd-analyze security {DEVICES}.service --no-pager")
     print(out.splitlines()[-1])
     server = host.check_output(f"systemd-analyze security {SERVICE}.service --no-pager")
