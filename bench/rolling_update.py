@@ -4,8 +4,10 @@
 Three workers run role sglang_server with the STAND-IN server (tests/standin/, a test double
 of SGLang's HTTP contract; no GPU here) as real systemd units in containers; a fourth runs
 role sglang_router (the real router from PyPI: smg 1.13.0, the role's default package, or
-sglang-router 0.3.2 with sglang_router_package). They share the host's network
-namespace, so everything listens on 127.0.0.1 of this machine (molecule/rolling_update).
+sglang-router 0.3.2 with sglang_router_package). The router shares this machine's network
+namespace and listens on 127.0.0.1; the workers sit on the scenario's own network at fixed
+addresses, with an API key and the real port rule, which admits the router only
+(molecule/rolling_update/molecule.yml).
 
 While a steady client load goes through the router (loopback only, bounded in count and
 time, stopping by itself), the bench runs the real `gpuhost update` (playbooks/update.yml)
@@ -87,6 +89,9 @@ SCENARIO = "rolling_update"
 CONTAINERS = "the rolling_update scenario: a router and three workers"
 ROUTER = ("127.0.0.1", 38100)
 ROUTER_ADMIN_KEY = "gpuhost-test-routerkey-3c1f9a"  # molecule/rolling_update host_vars
+# The workers' API key, which the router also asks of its clients (molecule/rolling_update
+# group_vars/gpu_hosts.yml and the router's host_vars).
+WORKER_KEY = "gpuhost-test-workerkey-7d2e41"
 WORKERS = [f"gpuhost-{SCENARIO}-w{i}" for i in (1, 2, 3)]
 SERVICE = "sglang-server"
 PROMPT, EXPECT = "What is 17 + 25?", "42"
@@ -170,7 +175,10 @@ class Load:
                 if conn is None:
                     conn = http.client.HTTPConnection(*ROUTER, timeout=60)
                 conn.request(
-                    "POST", "/v1/chat/completions", body, {"Content-Type": "application/json"}
+                    "POST",
+                    "/v1/chat/completions",
+                    body,
+                    {"Content-Type": "application/json", "Authorization": f"Bearer {WORKER_KEY}"},
                 )
                 resp = conn.getresponse()
                 data = resp.read()

@@ -30,6 +30,8 @@ ALLOWED_KEYS = {
     "capabilities",
     "network_mode",
     "published_ports",
+    "networks",
+    "docker_networks",
 }
 
 

@@ -29,7 +29,7 @@ sys.modules["rolling_bench"] = bench
 _spec.loader.exec_module(bench)
 
 WORKER = bench.WORKERS[2]
-URL = "http://127.0.0.1:38103"  # molecule/rolling_update/host_vars/gpuhost-rolling_update-w3.yml
+URL = "http://172.30.38.13:38103"  # molecule/rolling_update/host_vars/gpuhost-rolling_update-w3.yml
 MARK = "/var/lib/gpuhost/rolling_update/drained"
 
 pytestmark = pytest.mark.skipif(

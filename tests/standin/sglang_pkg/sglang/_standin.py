@@ -27,8 +27,9 @@ on (docs/reference.md §3, sglang 0.5.x `srt/entrypoints/http_server.py`):
   tests can prove that gpuhost's launcher keeps the keys out of the journal.
 
 It accepts and ignores every other SGLang flag, so the unit's ExecStart is the same as for
-the real server. It only ever binds loopback: a non-loopback `--host` is replaced by
-127.0.0.1 and the log says so.
+the real server. It binds the `--host` it is given, as SGLang does: the tests give it a
+non-loopback address only inside a container with a network namespace of its own (behind the
+server's real port rule), never on the machine that runs them.
 
 With `--revision`, the model must be in the hub cache under $HF_HOME (offline, as the unit runs
 SGLang): a revision model_cache has not downloaded fails the start like SGLang does.
@@ -68,7 +69,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from sglang import __version__ as VERSION
 
 FAULTS = ("none", "never-healthy", "crash-on-start", "wrong-answers", "slow-start")
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # SGLang's decide_request_auth lets these prefixes through with no key; /ping is the stand-in's.
 UNAUTHENTICATED = ("/health", "/ready", "/metrics", "/ping")
 # Routes SGLang 0.5.10.post1 marks @auth_level(AuthLevel.ADMIN_OPTIONAL) that the stand-in
@@ -480,9 +480,6 @@ def main(argv: list[str] | None = None) -> int:
     if ignored:
         log("accepted and ignored SGLang flags: " + " ".join(ignored))
     host = args.host
-    if host not in LOOPBACK:
-        log(f"--host {host} asked; the stand-in binds 127.0.0.1 only (loopback-only test double)")
-        host = "127.0.0.1"
 
     missing = missing_revision(args)
     if missing:
