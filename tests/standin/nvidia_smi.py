@@ -12,9 +12,17 @@ so preflight's GPU read and the bench's GPU sampler run their real paths against
   sampler's parser marks such samples `standin`); `--query-gpu=<limits>` prints made limits:
   numbers modelled on the reference deployment's account (busy 100%, 55% of a 600 W limit,
   52% memory bandwidth, ~1 GB/s PCIe).
+
+The driver it reports is the recording's, unless the stand-in NVIDIA driver package
+(molecule/nvidia/standin_repo.py: /usr/src/nvidia-<version>/STAND-IN) is installed: then it is
+that package's version, as the host would report after booting the driver apt installed (a
+container never reboots; the role records the reboot it needs). So a host whose driver comes
+from the stand-in repository reads as one apt manages, before and after a branch change.
 """
 
+import glob
 import os
+import re
 import signal
 import sys
 import time
@@ -26,6 +34,16 @@ REPLAY = {
     ("topo", "-p2p", "w"): "topo-p2p-w.txt",
     ("--query-gpu=index,pci.bus_id,compute_cap", "--format=csv,noheader"): "query-gpu.csv",
 }
+
+
+def installed_standin_driver() -> str | None:
+    """The newest stand-in driver package's version on this host, or None."""
+    found = []
+    for marker in glob.glob("/usr/src/nvidia-*/STAND-IN"):
+        version = os.path.basename(os.path.dirname(marker))[len("nvidia-") :]
+        if re.fullmatch(r"[0-9]+(\.[0-9]+)+", version):
+            found.append(tuple(int(p) for p in version.split(".")))
+    return ".".join(map(str, max(found))) if found else None
 
 
 def dmon() -> int:
@@ -46,10 +64,18 @@ def main(argv: list[str]) -> int:
         folder = os.environ.get("NVIDIA_SMI_STANDIN_DIR") or os.path.join(here, "nvidia-smi.d")
         try:
             with open(os.path.join(folder, recorded)) as f:
-                sys.stdout.write(f.read())
+                text = f.read()
         except OSError as exc:
             print(f"stand-in nvidia-smi: no recording for {argv}: {exc}", file=sys.stderr)
             return 9
+        driver = installed_standin_driver()
+        if driver:
+            text = re.sub(
+                r"<driver_version>[^<]*</driver_version>",
+                f"<driver_version>{driver}</driver_version>",
+                text,
+            )
+        sys.stdout.write(text)
         return 0
     if argv[:1] == ["dmon"]:
         return dmon()
