@@ -1,0 +1,208 @@
+"""The sglang_discover module's logic (plugins/module_utils/gpuhost_sglang_discover.py).
+
+The first test starts a REAL process the way a user does on a hand-run host: a venv in a tmp
+"home" (python3 -m venv --without-pip) holding the SGLang STAND-IN package (tests/standin,
+a test double, not SGLang) and distribution metadata, a hub cache written by the hub
+stand-in (tests/standin/hf_standin.py), NCCL_* variables and an HF_TOKEN in its environment,
+and `<venv>/bin/python -m sglang.launch_server ... --api-key ...` on a free loopback port.
+discover() must find it with what it runs, and no secret's value may appear in the result.
+The rest check the argv rules on lists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_sglang_discover as d
+from gpuhost_fakes import free_port
+
+STANDIN = Path(__file__).parent / "standin"
+TOKEN = "hf_TestTokenValueThatMustNeverAppear0123"
+API_KEY = "ClientKeyThatMustNeverAppear-0123456789"
+MODEL = "org/Tiny-Standin"
+
+
+def _metadata(site: Path, name: str, version: str) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nlong text\nVersion: 9\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def hand_started(tmp_path_factory):
+    """The stand-in server started by hand from a venv in a home directory (a test double)."""
+    home = tmp_path_factory.mktemp("home")
+    venv = home / "ml-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    shutil.copytree(STANDIN / "sglang_pkg" / "sglang", site / "sglang")
+    for name, version in (("sglang", "0.5.10.post1"), ("flashinfer-python", "0.6.7.post3"),
+                          ("torch", "2.9.1"), ("sglang-kernel", "0.4.1")):  # fmt: skip
+        _metadata(site, name, version)
+    hf_home = home / ".cache" / "huggingface"
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "HF_HOME": str(hf_home)}
+    fake_hub = {"HF_STANDIN_FILES": "2", "HF_STANDIN_FILE_MIB": "1", "HF_STANDIN_CHUNK_DELAY": "0"}
+    subprocess.run(
+        [sys.executable, str(STANDIN / "hf_standin.py"), "download", MODEL],
+        env={**env, **fake_hub}, check=True, capture_output=True,
+    )  # fmt: skip
+    port = free_port(range(31700, 31800))
+    server_env = {
+        **env,
+        "NCCL_P2P_LEVEL": "PHB",
+        "NCCL_IB_DISABLE": "1",
+        "OMP_NUM_THREADS": "8",
+        "HF_TOKEN": TOKEN,
+        "UNRELATED_SETTING": "stays-on-the-host",
+    }
+    argv = [str(venv / "bin" / "python"), "-m", "sglang.launch_server", "--model-path", MODEL,
+            "--tp", "1", "--host", "127.0.0.1", "--port", str(port), "--api-key", API_KEY,
+            "--trust-remote-code", "--standin-load-seconds", "0",
+            "--standin-warmup-seconds", "0"]  # fmt: skip
+    log = home / "sglang.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(argv, cwd=home, env=server_env, stdout=out, stderr=out)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("the stand-in did not open its port: " + log.read_text())
+            time.sleep(0.05)
+    try:
+        yield {"proc": proc, "home": home, "venv": venv, "port": port, "hf_home": hf_home}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _mine(found, pid):
+    hits = [s for s in found["servers"] if s["pid"] == pid]
+    assert len(hits) == 1, found
+    return hits[0]
+
+
+def test_a_hand_started_server_is_found_with_what_it_runs(hand_started):
+    got = _mine(d.discover("sglang-server"), hand_started["proc"].pid)
+    home, venv = hand_started["home"], hand_started["venv"]
+    assert got["cwd"] == str(home)
+    assert got["venv"] == str(venv)
+    assert got["interpreter"] == str(venv / "bin" / "python")
+    assert got["versions"] == {
+        "flashinfer-python": "0.6.7.post3",
+        "sglang": "0.5.10.post1",
+        "sglang-kernel": "0.4.1",
+        "torch": "2.9.1",
+    }
+    assert got["env"] == {
+        "HF_HOME": str(hand_started["hf_home"]),
+        "HF_TOKEN": "<redacted>",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_P2P_LEVEL": "PHB",
+        "OMP_NUM_THREADS": "8",
+    }
+    flags = dict((name, value) for name, value in got["flags"])
+    assert flags["--model-path"] == MODEL
+    assert flags["--tp"] == "1"
+    assert flags["--port"] == str(hand_started["port"])
+    assert flags["--api-key"] == "<redacted>"
+    assert flags["--trust-remote-code"] is True
+    assert got["argv"][got["argv"].index("--api-key") + 1] == "<redacted>"
+    model = got["model"]
+    assert model["kind"] == "hub" and model["id"] == MODEL
+    assert model["hub_cache"] == str(hand_started["hf_home"] / "hub")
+    assert model["refs"]["main"] in model["revisions"] and len(model["revisions"]) == 1
+    blobs = list((Path(model["repo_dir"]) / "blobs").iterdir())
+    assert model["blob_count"] == len(blobs) >= 3  # two weight files and config.json
+    assert model["blob_bytes"] == sum(b.stat().st_size for b in blobs) > 2 << 20
+    assert model["problems"] == []
+
+
+def test_no_secret_value_appears_in_the_result(hand_started):
+    text = json.dumps(d.discover("sglang-server"))
+    assert TOKEN not in text and API_KEY not in text
+    assert "stays-on-the-host" not in text
+
+
+def test_the_managed_unit_is_skipped(hand_started, monkeypatch):
+    pid = hand_started["proc"].pid
+    real = d._proc
+
+    def in_unit(p, name, proc):  # the server's cgroup, as systemd would set it for the unit
+        if p == pid and name == "cgroup":
+            return b"0::/system.slice/sglang-server.service\n"
+        return real(p, name, proc)
+
+    monkeypatch.setattr(d, "_proc", in_unit)
+    found = d.discover("sglang-server")
+    assert pid in found["managed_pids"]
+    assert all(s["pid"] != pid for s in found["servers"])
+
+
+def test_a_link_in_the_venv_is_not_followed(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (tmp_path / "elsewhere.cfg").write_text("home = /usr\n")
+    (venv / "pyvenv.cfg").symlink_to(tmp_path / "elsewhere.cfg")
+    assert d.find_venv(str(venv / "bin" / "python")) == ""
+    (venv / "pyvenv.cfg").unlink()
+    (venv / "pyvenv.cfg").write_text("home = /usr\n")
+    assert d.find_venv(str(venv / "bin" / "python")) == str(venv)
+    with pytest.raises(d.NotRead, match="more than"):
+        d.read_file(str(venv / "pyvenv.cfg"), cap=4)
+
+
+@pytest.mark.parametrize(
+    ("argv", "start"),
+    [
+        (["python3", "-m", "sglang.launch_server", "--port", "1"], 3),
+        (["/v/bin/python", "-u", "-X", "dev", "-msglang.launch_server"], 5),
+        (["python", "/opt/sglang/launch_server.py", "--tp-size", "8"], 2),
+        (["python", "-m", "sglang.bench_serving"], None),
+        (["python", "-c", "import sglang.launch_server"], None),
+        (["bash", "-c", "python -m sglang.launch_server"], None),
+        (["python", "serve.py", "-m", "sglang.launch_server"], None),
+    ],
+)
+def test_which_argv_runs_the_server(argv, start):
+    assert d.entry(argv) == start
+
+
+def test_flags_and_secret_values_in_argv():
+    args = ["--tp", "8", "--api-key=abc", "--admin-api-key", "def", "--trust-remote-code",
+            "--lora-paths", "a", "b"]  # fmt: skip
+    assert d.redact_flags(d.parse_flags(args)) == [
+        ["--tp", "8"],
+        ["--api-key", "<redacted>"],
+        ["--admin-api-key", "<redacted>"],
+        ["--trust-remote-code", True],
+        ["--lora-paths", ["a", "b"]],
+    ]
+    assert d.redact_argv(["python", "-m", "x", *args], 3)[3:7] == [
+        "--tp", "8", "--api-key=<redacted>", "--admin-api-key"]  # fmt: skip
+    assert "def" not in d.redact_argv(["python", "-m", "x", *args], 3)
+
+
+def test_hub_cache_follows_huggingface_hub_order():
+    assert d.hub_cache({"HF_HUB_CACHE": "/c", "HF_HOME": "/h"}, "/", "/home/u") == "/c"
+    assert d.hub_cache({"HF_HOME": "rel"}, "/w", "/home/u") == "/w/rel/hub"
+    assert d.hub_cache({}, "/", "/home/u") == "/home/u/.cache/huggingface/hub"
+    assert d.hub_cache({"HOME": "/h2"}, "/", "/home/u") == "/h2/.cache/huggingface/hub"
