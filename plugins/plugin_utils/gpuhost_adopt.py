@@ -1,0 +1,528 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""From a hand-started SGLang server to the gpuhost settings that reproduce it (issue 31
+item 1; docs/adopt.md).
+
+Pure: the server as the sglang_discover module reports it, the host facts (docs/facts.md),
+the profile library, the argument catalogues and the locks' versions in; a proposal out:
+
+- inventory: the settings that reproduce the server (model, TP, listen address, served name,
+  revision, lane, the NCCL overrides kept, the flags and env the profile lacks);
+- profile: the closest library profile (by model, GPUs and flags), or "" for an inline one;
+- items: every flag, environment variable and package of the server, each `kept`, `dropped`
+  or `changed`, with the reason the product already gives (the profile validator, the NCCL
+  decision, the listen rule: each is called here, none is repeated);
+- differences: what the managed server does differently.
+
+Controller-only (plugin_utils): the adopt_propose action plugin and tests/test_adopt.py call it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import (
+    SERVER_PORT,
+    is_loopback,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import REDACTED
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rules as nccl_rules
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags import (
+    RESERVED,
+    check_flags,
+    resolve_flag,
+)
+
+STATUSES = ("kept", "dropped", "changed")
+# Flags gpuhost renders from one inventory setting each (RESERVED says which, in words).
+INVENTORY_FLAGS = {
+    "--model-path": "sglang_server_model_id",
+    "--served-model-name": "sglang_server_served_model_name",
+    "--tp-size": "sglang_server_tp_size",
+    "--port": "sglang_server_port",
+    "--revision": "sglang_server_revision",
+}
+# What the managed unit's env file sets itself (roles/sglang_server/templates/sglang-server.env.j2).
+UNIT_ENV = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+HUB_CACHE_ENV = ("HF_HOME", "HF_HUB_CACHE")
+HUB_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+SGLANG_HOST = "127.0.0.1"  # sglang.launch_server's own default (docs/reference.md §2)
+_SHA = re.compile(r"[0-9a-f]{40}")
+_FLAG = re.compile(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)")
+
+
+def item(kind, name, value, status, reason, to=None):
+    """One classified flag, variable or package; `to` is what replaces it (a value or the
+    setting that now carries it)."""
+    if status not in STATUSES:
+        raise ValueError(f"adopt item {name!r}: status {status!r} is not one of {STATUSES}")
+    out = {"kind": kind, "name": name, "value": value, "status": status, "reason": reason}
+    if to is not None:
+        out["to"] = to
+    return out
+
+
+def _subject(message):
+    """The flag a validator message is about: the first one it names."""
+    found = _FLAG.search(message)
+    return found.group(1) if found else None
+
+
+def _same(a, b):
+    return str(a).lower() == str(b).lower()
+
+
+def _typed(cat, name, value):
+    """The value as the profile writes it: a number for an int/float flag."""
+    kind = str(cat.flags.get(cat.options.get(name, name), {}).get("type") or "")
+    try:
+        if kind == "int" and isinstance(value, str):
+            return int(value)
+        if kind == "float" and isinstance(value, str):
+            return float(value)
+    except ValueError:
+        return value
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# versions and lane
+
+
+def lane_for(versions, locks, current_lane):
+    """(lane, item) for the server's sglang version: the lane whose lock pins it, else the
+    inventory's lane (changed)."""
+    have = (versions or {}).get("sglang")
+    for lane, pins in sorted((locks or {}).items()):
+        if have and pins.get("sglang") == have:
+            return lane, item(
+                "package", "sglang", have, "kept", f"lane {lane} pins sglang {have}", to=lane
+            )
+    pinned = (locks or {}).get(current_lane, {}).get("sglang", "unknown")
+    known = ", ".join(f"{lane}: sglang {p.get('sglang')}" for lane, p in sorted(locks.items()))
+    why = (
+        f"no lock under locks/ pins sglang {have} ({known}); the managed venv is built from "
+        f"lane {current_lane}'s lock (sglang {pinned})"
+        if have
+        else f"the server's sglang version could not be read; lane {current_lane} (sglang {pinned})"
+    )
+    return current_lane, item("package", "sglang", have or "unknown", "changed", why, to=pinned)
+
+
+def package_items(versions, lock):
+    out = []
+    for name, have in sorted((versions or {}).items()):
+        if name == "sglang":
+            continue
+        want = (lock or {}).get(name)
+        if want is None:
+            out.append(item("package", name, have, "dropped", "the lock does not pin it"))
+        elif want == have:
+            out.append(item("package", name, have, "kept", "the lock pins the same version"))
+        else:
+            out.append(
+                item("package", name, have, "changed", f"the lock pins {name} {want}", to=want)
+            )
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# flags
+
+
+class _Flags:
+    """The server's flags, classified one by one."""
+
+    def __init__(self, cat, decision):
+        self.cat, self.decision = cat, decision
+        self.items, self.inventory, self.profile_flags = [], {}, {}
+
+    def canonical(self, flag):
+        try:
+            found = self.cat.resolve(flag)
+        except gpuhost_catalogue.AmbiguousFlag as exc:
+            # Several spellings of one flag (--tp: --tp-size, --tp-size-x) are one flag.
+            names = {self.cat.options[m] for m in exc.matches}
+            if len(names) != 1:
+                return None, None
+            return names.pop(), resolve_flag(self.cat, flag)[1]
+        except gpuhost_catalogue.CatalogueError:
+            return flag if flag in RESERVED else None, None
+        note = resolve_flag(self.cat, flag)[1] if found.how == "prefix" else None
+        # The catalogue's key may be an alias (--tensor-parallel-size for --tp-size): the
+        # name RESERVED uses for the same flag.
+        for reserved in RESERVED:
+            if self.cat.options.get(reserved) == found.name:
+                return reserved, note
+        return found.name, note
+
+    def add(self, flag, value):
+        name, note = self.canonical(flag)
+        spelled = f" ({note})" if note else ""
+        if name in INVENTORY_FLAGS:
+            setting = INVENTORY_FLAGS[name]
+            self.inventory[setting] = _typed(self.cat, name, value)
+            self.items.append(
+                item("flag", flag, value, "kept", f"set through {RESERVED[name]}{spelled}", setting)
+            )
+        elif name == "--disable-custom-all-reduce":
+            self._custom_all_reduce(flag, value)
+        elif name in ("--host", "--api-key", "--admin-api-key"):
+            return name  # the listen rule needs all three: listen() below
+        else:
+            errors = check_flags(self.cat, {flag: value})[2]
+            if errors:
+                self.items.append(item("flag", flag, value, "dropped", errors[0]))
+            else:
+                self.profile_flags[flag] = _typed(self.cat, name, value)
+        return None
+
+    def _custom_all_reduce(self, flag, value):
+        disable = self.decision.get("disable_custom_all_reduce")
+        why = next(
+            (
+                r["reason"]
+                for r in self.decision.get("reasons", [])
+                if r["variable"] == "disable_custom_all_reduce"
+            ),
+            "",
+        )
+        if disable:
+            self.items.append(
+                item("flag", flag, value, "kept", f"role nccl adds it here: {why}", "nccl")
+            )
+        else:
+            self.items.append(item("flag", flag, value, "dropped", f"role nccl's decision: {why}"))
+
+
+def listen(flags, cat, items, inventory, todo):
+    """--host, --api-key, --admin-api-key: the listen rule of gpuhost_profile.validate."""
+    host = flags.get("--host", SGLANG_HOST)
+    port = inventory.get("sglang_server_port", SERVER_PORT)
+    keyed = "--api-key" in flags
+    inventory["sglang_server_host"] = host
+    checked = profile.validate(
+        {"model": "x", "flags": {}, "env": {}, "tp_size": 1},
+        cat,
+        listen={"host": host, "port": port, "api_key_set": keyed},
+    )
+    refusal = next((e for e in checked["errors"] if e.startswith("sglang_server_host")), "")
+    if "--host" in flags and is_loopback(host):
+        items.append(item("flag", "--host", host, "kept", "loopback", "sglang_server_host"))
+    elif "--host" in flags and keyed:
+        items.append(
+            item("flag", "--host", host, "kept", "a key guards it", "sglang_server_host")
+        )
+    elif "--host" in flags:
+        items.append(
+            item(
+                "flag",
+                "--host",
+                host,
+                "changed",
+                f"{refusal}; or set sglang_server_host: 127.0.0.1 and put the router in front "
+                "(docs/router.md); clients of the open port must then send the key",
+                "sglang_server_host",
+            )
+        )
+        todo.append(
+            f"set sglang_server_api_key (Vault) and tell the clients of {host}:{port} to send "
+            "it as 'Authorization: Bearer ...', and sglang_server_firewall_cidrs to their "
+            "networks; or set sglang_server_host: 127.0.0.1 behind the router"
+        )
+    if keyed:
+        items.append(
+            item(
+                "flag",
+                "--api-key",
+                REDACTED,
+                "changed",
+                f"set through {RESERVED['--api-key']}; its value is not read from the host: set "
+                "the same key there and clients keep working. The unit reads it from a "
+                "root-only file on stdin, not from argv (which /proc shows every user)",
+                "sglang_server_api_key",
+            )
+        )
+        todo.append("set sglang_server_api_key (Vault) to the key the server uses now")
+    if "--admin-api-key" in flags:
+        items.append(
+            item(
+                "flag",
+                "--admin-api-key",
+                REDACTED,
+                "changed",
+                f"set through {RESERVED['--admin-api-key']}",
+                "sglang_server_rotate_admin_key",
+            )
+        )
+
+
+# --------------------------------------------------------------------------------------
+# environment
+
+
+def nccl_item(name, value, decision, version):
+    """One NCCL_* variable against role nccl's decision for this host."""
+    derived = decision["env"].get(name)
+    reasons = [r for r in decision["reasons"] if r["variable"] == name]
+    why = "; ".join(r["reason"] for r in reasons)
+    current, other = nccl_rules.min_ctas_name(version)
+    if derived is not None and _same(derived, value):
+        return item("env", name, value, "kept", f"role nccl sets it here: {why}", "nccl"), None
+    if derived is not None:
+        return item("env", name, value, "changed", f"role nccl: {why}", derived), None
+    if name == other and current in decision["env"]:
+        then = "; ".join(r["reason"] for r in decision["reasons"] if r["variable"] == current)
+        return item(
+            "env", name, value, "changed", f"{why}; role nccl sets {current} here: {then}",
+            f"{current}={decision['env'][current]}",
+        ), None  # fmt: skip
+    try:
+        trial = nccl.decide(decision["input"], {name: value})
+    except nccl.NcclInputError as exc:
+        return item("env", name, value, "dropped", str(exc)), None
+    warning = next((o["warning"] for o in trial["overrides"] if o["variable"] == name), "")
+    if why or warning:
+        return item("env", name, value, "dropped", "; ".join(filter(None, [warning, why]))), None
+    return item(
+        "env", name, value, "kept", "no rule of role nccl sets it: kept as an override",
+        "nccl_env_overrides",
+    ), value  # fmt: skip
+
+
+def env_item(name, value, chosen_env):
+    """A variable other than NCCL_*: (item, value for sglang_server_extra_env or None)."""
+    if name in HUB_TOKEN_ENV:
+        return item(
+            "env", name, value, "changed",
+            "the managed server loads cached weights offline (HF_HUB_OFFLINE=1) and needs no "
+            "token; the download does: model_cache_hf_token (Vault, or HF_TOKEN on the "
+            "controller). Its value is not read from the host",
+            "model_cache_hf_token",
+        ), None  # fmt: skip
+    if value == REDACTED:
+        return item(
+            "env", name, value, "dropped",
+            "a secret: adopt does not read or carry it; if the server needs it, set it in "
+            "sglang_server_extra_env from Vault",
+        ), None  # fmt: skip
+    if name in HUB_CACHE_ENV:
+        return item(
+            "env", name, value, "changed",
+            "the unit reads the managed cache (model_cache_hf_home); ProtectHome=yes hides "
+            "home directories from it. Moving the weights there without a download is "
+            "planned (issue 31 item 2)",
+            "model_cache_hf_home",
+        ), None  # fmt: skip
+    if name in UNIT_ENV:
+        status = "kept" if _same(UNIT_ENV[name], value) else "changed"
+        return item(
+            "env", name, value, status, "the unit's env file sets it", UNIT_ENV[name]
+        ), None
+    if name == "CUDA_HOME":
+        return item(
+            "env", name, value, "kept", "set through sglang_server_cuda_home",
+            "sglang_server_cuda_home",
+        ), None  # fmt: skip
+    if name in chosen_env and _same(chosen_env[name], value):
+        return item("env", name, value, "kept", "the profile sets the same"), None
+    return item(
+        "env", name, value, "kept", "kept in sglang_server_extra_env", "sglang_server_extra_env"
+    ), value
+
+
+# --------------------------------------------------------------------------------------
+# the profile
+
+
+def _model_key(model):
+    return str(model).lower().rsplit("/", 1)[-1]
+
+
+def closest_profile(library, model, tp, flags, gpu):
+    """(name, doc) of the library profile nearest the server: the same model (else the same
+    repository name), fitting these GPUs, the same TP, then the fewest differing flags;
+    (None, {}) when no profile serves this model."""
+    gpus = fit.measured(gpu)
+    ranked = []
+    for name, doc in library:
+        same = str(doc.get("model", "")).lower() == str(model).lower()
+        if not same and _model_key(doc.get("model", "")) != _model_key(model):
+            continue
+        fits = gpus is not None and fit.fit(doc, gpus)["ok"]
+        pflags = doc.get("flags") or {}
+        differ = sum(
+            1 for f in set(pflags) | set(flags) if not _same(pflags.get(f), flags.get(f))
+        )
+        ranked.append(
+            ((not same, not fits, str(doc.get("tp_size")) != str(tp), differ, name), name, doc)
+        )
+    if not ranked:
+        return None, {}
+    _, name, doc = min(ranked)
+    return name, doc
+
+
+def _revision(model):
+    """The commit the hub cache holds for the server's revision (or main), or ""."""
+    wanted = model.get("revision") or "main"
+    if _SHA.fullmatch(str(wanted)) and wanted in model.get("revisions", []):
+        return wanted
+    ref = (model.get("refs") or {}).get(wanted)
+    if ref:
+        return ref
+    revisions = model.get("revisions") or []
+    return revisions[0] if len(revisions) == 1 else ""
+
+
+# --------------------------------------------------------------------------------------
+# the proposal
+
+
+def differences(server, inventory, chosen, extra, settings):
+    model = server.get("model") or {}
+    out = [
+        f"runs as {settings.get('service_name', 'sglang-server')}.service under the service "
+        f"account {settings.get('service_user', 'gpuhost')}, not as {server.get('user')} "
+        "under nohup; output goes to the journal",
+        "the venv is gpuhost's, built from the lock of lane "
+        f"{inventory.get('python_env_lane')} (python_env), not {server.get('venv') or 'the old one'}",
+        "hardening: ProtectHome=yes hides home directories from the unit, so it cannot read "
+        f"{model.get('hub_cache') or 'a cache under a home directory'}; the weights are loaded "
+        "from the managed cache (model_cache_hf_home), moved there without a new download by "
+        "issue 31 item 2 (planned)",
+        "health gate: a start counts only once /health answers and the known question is "
+        "answered right; a failed gate rolls back",
+        "keys: the client key reaches the server on stdin from a root-only file, and an admin "
+        "key generated on the host guards the admin endpoints",
+        "NCCL variables come from role nccl's decision for this topology (its env file), plus "
+        "the overrides kept here",
+    ]
+    if not is_loopback(inventory.get("sglang_server_host", SGLANG_HOST)):
+        out.append(
+            "port rule: nftables admits only sglang_server_firewall_cidrs to port "
+            f"{inventory.get('sglang_server_port', SERVER_PORT)}"
+        )
+    for flag, value in sorted((chosen.get("flags") or {}).items()):
+        if flag not in extra.get("flags", {}) and flag not in settings.get("_seen_flags", ()):
+            out.append(f"the profile also sets {flag} {value}")
+    out.append("adopt changes nothing: the old process keeps running (--apply is planned)")
+    return out
+
+
+def propose(server, gpu, host, library, catalogue, locks, settings=None):
+    """The proposal for one discovered server (see the module docstring).
+
+    library: [(name, profile doc)]; catalogue: the argument catalogue of the sglang the
+    managed server will run (the lane's); locks: {lane: {package: version}};
+    settings: {lane (the inventory's python_env_lane), nccl_version, service_name,
+    service_user}.
+    """
+    settings = dict(settings or {})
+    cat = profile.as_catalogue(catalogue)
+    lane, sglang_item = lane_for(server.get("versions"), locks, settings.get("lane", "cu128"))
+    items = [sglang_item, *package_items(server.get("versions"), locks.get(lane))]
+    inp = nccl.input_from_facts(gpu, host, settings.get("nccl_version"))
+    decision = {**nccl.decide(inp), "input": inp}
+    version = nccl.parse_version(settings.get("nccl_version"))
+
+    flags = _Flags(cat, decision)
+    given = {}
+    for name, value in server.get("flags") or []:
+        given[name] = value
+    listen_flags = {}
+    for name, value in given.items():
+        held = flags.add(name, value)
+        if held:
+            listen_flags[held] = value
+    todo = []
+    inventory = {"python_env_lane": lane, **flags.inventory}
+    listen(listen_flags, cat, flags.items, inventory, todo)
+
+    model = server.get("model") or {}
+    model_id = inventory.get("sglang_server_model_id") or model.get("id", "")
+    inventory["sglang_server_model_id"] = model_id
+    # SGLang serves the model path as its name unless told; clients send that name.
+    inventory.setdefault("sglang_server_served_model_name", model_id)
+    tp = inventory.setdefault("sglang_server_tp_size", 1)
+    revision = _revision(model) if model.get("kind") == "hub" else ""
+    if revision:
+        inventory["sglang_server_revision"] = revision
+
+    name, chosen = closest_profile(library, model_id, tp, flags.profile_flags, gpu)
+    # The server's own flags, judged by the profile validator on this host: inert flags and
+    # the KV cache rule (each message is about the first flag it names).
+    checked = profile.validate(
+        {
+            "model": model_id,
+            "revision": revision or "main",
+            "tp_size": tp,
+            "dsa": chosen.get("dsa"),
+            "flags": dict(flags.profile_flags),
+            "env": {},
+        },
+        cat,
+        gpu=gpu,
+        listen={"host": SGLANG_HOST},
+    )
+    judged = {}
+    for message in checked["errors"] + checked["warnings"]:
+        subject = _subject(message)
+        if subject in flags.profile_flags and subject not in judged:
+            judged[subject] = message
+    extra_flags = {}
+    for flag, value in flags.profile_flags.items():
+        mine = chosen.get("flags", {}).get(flag)
+        if flag in judged and mine is not None and not _same(mine, value):
+            flags.items.append(item("flag", flag, given[flag], "changed", judged[flag], mine))
+        elif flag in judged and not judged[flag].startswith(f"{flag} is deprecated"):
+            flags.items.append(item("flag", flag, given[flag], "dropped", judged[flag]))
+        elif mine is not None and _same(mine, value):
+            flags.items.append(item("flag", flag, given[flag], "kept", f"profile {name} sets it"))
+        else:
+            extra_flags[flag] = value
+            flags.items.append(
+                item(
+                    "flag", flag, given[flag], "kept",
+                    judged.get(flag, "kept in sglang_server_flags"), "sglang_server_flags",
+                )
+            )  # fmt: skip
+
+    env_items, overrides, extra_env = [], {}, {}
+    for var, value in sorted((server.get("env") or {}).items()):
+        if var.startswith("NCCL_"):
+            got, keep = nccl_item(var, value, decision, version)
+            if keep is not None:
+                overrides[var] = keep
+        else:
+            got, keep = env_item(var, value, chosen.get("env") or {})
+            if keep is not None:
+                extra_env[var] = keep
+        env_items.append(got)
+    if overrides:
+        inventory["nccl_env_overrides"] = overrides
+    if extra_flags:
+        inventory["sglang_server_flags"] = extra_flags
+    if extra_env:
+        inventory["sglang_server_extra_env"] = extra_env
+    inventory["sglang_server_profile"] = name or ""
+    all_items = items + flags.items + env_items
+    settings["_seen_flags"] = set(flags.profile_flags)
+    return {
+        "pid": server.get("pid"),
+        "user": server.get("user"),
+        "model": model_id,
+        "profile": name or "",
+        "sglang_version": cat.version,
+        "inventory": dict(sorted(inventory.items())),
+        "items": all_items,
+        "counts": {s: sum(1 for i in all_items if i["status"] == s) for s in STATUSES},
+        "todo": todo,
+        "differences": differences(
+            server, inventory, chosen, {"flags": extra_flags}, settings
+        ),
+    }
