@@ -86,8 +86,11 @@ def library():
     return [(p.stem, yaml.safe_load(p.read_text())) for p in sorted((ROOT / "profiles").glob("*.yml"))]
 
 
-def catalogue(version="0.5.10.post1"):
-    return json.loads((ROOT / "data" / "sglang" / f"catalogue-{version}.json").read_text())
+def catalogues():
+    return {
+        p.stem.removeprefix("catalogue-"): json.loads(p.read_text())
+        for p in (ROOT / "data" / "sglang").glob("catalogue-*.json")
+    }
 
 
 def locks():
@@ -98,11 +101,9 @@ def locks():
     return out
 
 
-def propose(server=SERVER, host="rtx-pro-6000x8-proxmox-p2p-ns", version="0.5.10.post1"):
+def propose(server=SERVER, host="rtx-pro-6000x8-proxmox-p2p-ns", lane="cu128"):
     gpu, hostfacts = facts(host)
-    return adopt.propose(
-        server, gpu, hostfacts, library(), catalogue(version), locks(), {"lane": "cu128"}
-    )
+    return adopt.propose(server, gpu, hostfacts, library(), catalogues(), locks(), {"lane": lane})
 
 
 @pytest.fixture(scope="module")
@@ -191,6 +192,21 @@ def test_a_version_no_lock_pins_changes_the_lane_and_names_the_pins():
     assert got["sglang"]["status"] == "changed"
     assert got["sglang"]["to"] == "0.5.10.post1"
     assert "no lock under locks/ pins sglang 0.5.9" in got["sglang"]["reason"]
+
+
+def test_the_cu13_lane_refuses_the_old_nsa_names_with_the_validators_text():
+    server = copy.deepcopy(SERVER)
+    server["versions"]["sglang"] = "0.5.23"
+    got = {i["name"]: i for i in propose(server, lane="cu13")["items"]}
+    assert got["sglang"] == {**got["sglang"], "status": "kept", "to": "cu13"}
+    assert got["--nsa-decode-backend"]["status"] == "dropped"
+    assert "renamed --dsa-decode-backend" in got["--nsa-decode-backend"]["reason"]
+
+
+def test_a_lane_without_a_catalogue_is_refused_naming_the_lane():
+    gpu, host = facts("rtx-pro-6000x8-proxmox-p2p-ns")
+    with pytest.raises(adopt.AdoptError, match="python_env_lane: lane 'cu128' pins sglang"):
+        adopt.propose(SERVER, gpu, host, library(), {}, locks(), {"lane": "cu128"})
 
 
 def test_the_same_repository_under_another_owner_takes_the_profile_with_its_model():

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_sglang_discover as d
 from gpuhost_fakes import free_port
 
@@ -28,6 +29,27 @@ STANDIN = Path(__file__).parent / "standin"
 TOKEN = "hf_TestTokenValueThatMustNeverAppear0123"
 API_KEY = "ClientKeyThatMustNeverAppear-0123456789"
 MODEL = "org/Tiny-Standin"
+
+
+GPUHOST = Path(sys.executable).parent / "gpuhost"
+
+
+def test_gpuhost_adopt_says_so_and_exits_1_when_nothing_runs(tmp_path):
+    from gpuhost_fakes import cli_env
+
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_hosts": {"hosts": {"h": host}}}}}))
+    # First in this file, before the module's stand-in starts; skipped where another
+    # session's server runs on this machine.
+    cmd = [str(GPUHOST), "adopt", "-i", str(inventory), "-e", "ansible_become=false"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(tmp_path / "runs"),
+                          timeout=180, check=False)  # fmt: skip
+    found = d.discover("sglang-server")["servers"]
+    if found:
+        pytest.skip(f"a server runs on this machine (pid {found[0]['pid']})")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "No hand-started SGLang server found on h" in proc.stdout + proc.stderr
 
 
 def _metadata(site: Path, name: str, version: str) -> None:
@@ -206,3 +228,41 @@ def test_hub_cache_follows_huggingface_hub_order():
     assert d.hub_cache({"HF_HOME": "rel"}, "/w", "/home/u") == "/w/rel/hub"
     assert d.hub_cache({}, "/", "/home/u") == "/home/u/.cache/huggingface/hub"
     assert d.hub_cache({"HOME": "/h2"}, "/", "/home/u") == "/h2/.cache/huggingface/hub"
+
+
+def test_gpuhost_adopt_proposes_the_running_server_and_keeps_its_secrets(hand_started, tmp_path):
+    """`gpuhost adopt` end to end: the console script, playbooks/adopt.yml over a local
+    connection (no GPU here), the proposal file of the hand-started stand-in."""
+    from gpuhost_fakes import cli_env
+
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_hosts": {"hosts": {"h": host}}}}}))
+    cmd = [str(GPUHOST), "adopt", "-i", str(inventory), "-e", "ansible_become=false"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(tmp_path / "runs"),
+                          timeout=180, check=False)  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    run_dir = (tmp_path / "runs" / "latest").resolve()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["command"] == "adopt" and report["check"] is True
+    mine = [
+        Path(p) for p in report["adopt"]["h"]
+        if f"pid {hand_started['proc'].pid} " in Path(p).read_text().splitlines()[0]
+    ]  # fmt: skip
+    assert len(mine) == 1, report["adopt"]
+    text = mine[0].read_text()
+    assert str(mine[0]) in out and "Hand-started SGLang servers" in out
+    settings = yaml.safe_load(text.split("\n---\n", 1)[1])
+    assert settings["sglang_server_model_id"] == MODEL
+    assert settings["sglang_server_port"] == hand_started["port"]
+    assert settings["sglang_server_tp_size"] == 1
+    assert settings["sglang_server_revision"] in text and len(settings["sglang_server_revision"]) == 40
+    # No GPU here: no rule of role nccl applies, so both are kept as overrides.
+    assert settings["nccl_env_overrides"] == {"NCCL_IB_DISABLE": "1", "NCCL_P2P_LEVEL": "PHB"}
+    assert "# kept    env NCCL_P2P_LEVEL=PHB -> nccl_env_overrides" in text
+    assert "# changed flag --api-key=<redacted> -> sglang_server_api_key" in text
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            content = path.read_bytes()
+            assert TOKEN.encode() not in content and API_KEY.encode() not in content, path

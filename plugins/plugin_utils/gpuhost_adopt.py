@@ -414,20 +414,34 @@ def differences(server, inventory, chosen, extra, settings):
     return out
 
 
-def propose(server, gpu, host, library, catalogue, locks, settings=None):
+class AdoptError(ValueError):
+    """The proposal cannot be made from this input; the message says what is missing."""
+
+
+def propose(server, gpu, host, library, catalogues, locks, settings=None):
     """The proposal for one discovered server (see the module docstring).
 
-    library: [(name, profile doc)]; catalogue: the argument catalogue of the sglang the
-    managed server will run (the lane's); locks: {lane: {package: version}};
+    library: [(name, profile doc)]; catalogues: {sglang version: argument catalogue}, the one
+    of the lane the managed server will run is used; locks: {lane: {package: version}};
     settings: {lane (the inventory's python_env_lane), nccl_version, service_name,
     service_user}.
     """
     settings = dict(settings or {})
-    cat = profile.as_catalogue(catalogue)
     lane, sglang_item = lane_for(server.get("versions"), locks, settings.get("lane", "cu128"))
+    pinned = (locks.get(lane) or {}).get("sglang")
+    if pinned not in catalogues:
+        raise AdoptError(
+            f"python_env_lane: lane {lane!r} pins sglang {pinned}, and there is no argument "
+            f"catalogue for it (catalogues: {', '.join(sorted(catalogues)) or 'none'}); "
+            "allowed: a lane of locks/ whose catalogue is in data/sglang/"
+        )
+    cat = profile.as_catalogue(catalogues[pinned])
     items = [sglang_item, *package_items(server.get("versions"), locks.get(lane))]
     inp = nccl.input_from_facts(gpu, host, settings.get("nccl_version"))
-    decision = {**nccl.decide(inp), "input": inp}
+    try:
+        decision = {**nccl.decide(inp), "input": inp}
+    except nccl.NcclInputError as exc:
+        raise AdoptError(str(exc)) from exc
     version = nccl.parse_version(settings.get("nccl_version"))
 
     flags = _Flags(cat, decision)
