@@ -142,6 +142,7 @@ def test_the_inventory_reproduces_the_server_on_the_reference_profile(reference)
     assert any("sglang_server_api_key" in t for t in reference["todo"])
     assert any("ProtectHome=yes" in d for d in reference["differences"])
     assert any("port 8000" in d for d in reference["differences"])
+    assert any("profile alone would serve it as glm-5" in d for d in reference["differences"])
 
 
 def test_no_secret_or_value_of_one_is_carried(reference):

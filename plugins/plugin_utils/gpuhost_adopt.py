@@ -407,6 +407,12 @@ def differences(server, inventory, chosen, extra, settings):
             "port rule: nftables admits only sglang_server_firewall_cidrs to port "
             f"{inventory.get('sglang_server_port', SERVER_PORT)}"
         )
+    served = chosen.get("served_model_name")
+    if served and served != inventory.get("sglang_server_served_model_name"):
+        out.append(
+            f"served name: kept as {inventory.get('sglang_server_served_model_name')} (what "
+            f"clients send as model); the profile alone would serve it as {served}"
+        )
     for flag, value in sorted((chosen.get("flags") or {}).items()):
         if flag not in extra.get("flags", {}) and flag not in settings.get("_seen_flags", ()):
             out.append(f"the profile also sets {flag} {value}")

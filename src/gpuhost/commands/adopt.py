@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _comment(text: str, indent: str = "#   ") -> list[str]:
-    return textwrap.wrap(text, 96, initial_indent=indent, subsequent_indent=indent + "  ")
+    return textwrap.wrap(text, 96, initial_indent=indent, subsequent_indent="#     ")
 
 
 def render(host: str, proposal: dict) -> str:
