@@ -83,7 +83,9 @@ def facts(name):
 
 
 def library():
-    return [(p.stem, yaml.safe_load(p.read_text())) for p in sorted((ROOT / "profiles").glob("*.yml"))]
+    return [
+        (p.stem, yaml.safe_load(p.read_text())) for p in sorted((ROOT / "profiles").glob("*.yml"))
+    ]
 
 
 def catalogues():

@@ -29,6 +29,7 @@ STANDIN = Path(__file__).parent / "standin"
 TOKEN = "hf_TestTokenValueThatMustNeverAppear0123"
 API_KEY = "ClientKeyThatMustNeverAppear-0123456789"
 MODEL = "org/Tiny-Standin"
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 
 GPUHOST = Path(sys.executable).parent / "gpuhost"
@@ -68,7 +69,7 @@ def hand_started(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = Path(
         subprocess.run(
-            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            [str(venv / "bin" / "python"), "-c", PURELIB],
             check=True, capture_output=True, text=True,
         ).stdout.strip()
     )  # fmt: skip
@@ -257,7 +258,9 @@ def test_gpuhost_adopt_proposes_the_running_server_and_keeps_its_secrets(hand_st
     assert settings["sglang_server_model_id"] == MODEL
     assert settings["sglang_server_port"] == hand_started["port"]
     assert settings["sglang_server_tp_size"] == 1
-    assert settings["sglang_server_revision"] in text and len(settings["sglang_server_revision"]) == 40
+    assert (
+        settings["sglang_server_revision"] in text and len(settings["sglang_server_revision"]) == 40
+    )
     # No GPU here: no rule of role nccl applies, so both are kept as overrides.
     assert settings["nccl_env_overrides"] == {"NCCL_IB_DISABLE": "1", "NCCL_P2P_LEVEL": "PHB"}
     assert "# kept    env NCCL_P2P_LEVEL=PHB -> nccl_env_overrides" in text

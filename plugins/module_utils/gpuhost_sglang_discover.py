@@ -192,7 +192,9 @@ def open_dir(path: str) -> int:
                 nxt = os.open(part, _DIR, dir_fd=fd)
             except OSError as err:
                 if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise NotRead(f"{here}: a symbolic link or not a directory; not followed")
+                    raise NotRead(
+                        f"{here}: a symbolic link or not a directory; not followed"
+                    ) from None
                 raise NotRead(f"{here}: {os.strerror(err.errno)}") from None
             os.close(fd)
             fd = nxt
@@ -296,7 +298,9 @@ def versions(venv: str) -> tuple[dict[str, str], list[str]]:
     problems: list[str] = []
     lib = os.path.join(venv, "lib")
     try:
-        pythons = [n for n, st in list_dir(lib) if n.startswith("python") and stat.S_ISDIR(st.st_mode)]
+        pythons = [
+            n for n, st in list_dir(lib) if n.startswith("python") and stat.S_ISDIR(st.st_mode)
+        ]
     except (NotRead, OSError) as exc:
         return found, [str(exc)]
     wanted = {_normal(p) for p in PACKAGES}

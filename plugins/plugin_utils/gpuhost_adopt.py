@@ -214,9 +214,7 @@ def listen(flags, cat, items, inventory, todo):
     if "--host" in flags and is_loopback(host):
         items.append(item("flag", "--host", host, "kept", "loopback", "sglang_server_host"))
     elif "--host" in flags and keyed:
-        items.append(
-            item("flag", "--host", host, "kept", "a key guards it", "sglang_server_host")
-        )
+        items.append(item("flag", "--host", host, "kept", "a key guards it", "sglang_server_host"))
     elif "--host" in flags:
         items.append(
             item(
@@ -320,9 +318,7 @@ def env_item(name, value, chosen_env):
         ), None  # fmt: skip
     if name in UNIT_ENV:
         status = "kept" if _same(UNIT_ENV[name], value) else "changed"
-        return item(
-            "env", name, value, status, "the unit's env file sets it", UNIT_ENV[name]
-        ), None
+        return item("env", name, value, status, "the unit's env file sets it", UNIT_ENV[name]), None
     if name == "CUDA_HOME":
         return item(
             "env", name, value, "kept", "set through sglang_server_cuda_home",
@@ -355,9 +351,7 @@ def closest_profile(library, model, tp, flags, gpu):
             continue
         fits = gpus is not None and fit.fit(doc, gpus)["ok"]
         pflags = doc.get("flags") or {}
-        differ = sum(
-            1 for f in set(pflags) | set(flags) if not _same(pflags.get(f), flags.get(f))
-        )
+        differ = sum(1 for f in set(pflags) | set(flags) if not _same(pflags.get(f), flags.get(f)))
         ranked.append(
             ((not same, not fits, str(doc.get("tp_size")) != str(tp), differ, name), name, doc)
         )
@@ -390,7 +384,8 @@ def differences(server, inventory, chosen, extra, settings):
         f"account {settings.get('service_user', 'gpuhost')}, not as {server.get('user')} "
         "under nohup; output goes to the journal",
         "the venv is gpuhost's, built from the lock of lane "
-        f"{inventory.get('python_env_lane')} (python_env), not {server.get('venv') or 'the old one'}",
+        f"{inventory.get('python_env_lane')} (python_env), not "
+        f"{server.get('venv') or 'the old one'}",
         "hardening: ProtectHome=yes hides home directories from the unit, so it cannot read "
         f"{model.get('hub_cache') or 'a cache under a home directory'}; the weights are loaded "
         "from the managed cache (model_cache_hf_home), moved there without a new download by "
@@ -542,7 +537,5 @@ def propose(server, gpu, host, library, catalogues, locks, settings=None):
         "items": all_items,
         "counts": {s: sum(1 for i in all_items if i["status"] == s) for s in STATUSES},
         "todo": todo,
-        "differences": differences(
-            server, inventory, chosen, {"flags": extra_flags}, settings
-        ),
+        "differences": differences(server, inventory, chosen, {"flags": extra_flags}, settings),
     }
