@@ -232,3 +232,37 @@ def test_a_model_no_profile_serves_is_proposed_inline():
     got = propose(server)
     assert got["profile"] == "" and got["inventory"]["sglang_server_profile"] == ""
     assert got["inventory"]["sglang_server_flags"]["--reasoning-parser"] == "glm45"
+
+
+def test_the_host_vars_file_is_the_inventory_and_a_value_cannot_add_a_setting():
+    """`gpuhost adopt` writes the proposal under a comment that quotes the host's strings: a
+    line break in one must not end the comment and add a setting of its own."""
+    from gpuhost.commands.adopt import render
+
+    server = copy.deepcopy(SERVER)
+    server["flags"].append(["--chunked-prefill-size", "1\nsglang_server_api_key: planted"])
+    server["env"]["SGLANG_X"] = "a\u2028sglang_server_host: 1.2.3.4"
+    server["venv"] = "/home/ml/env\x85sglang_server_port: 1"
+    got = propose(server)
+    text = render("gpu1", got)
+    assert yaml.safe_load(text) == got["inventory"]
+    assert "\\x0asglang_server_api_key: planted" in text
+    assert "a\\x2028sglang_server_host" in text
+    assert "/home/ml/env\\x85sglang_server_port: 1" in text
+    assert got["inventory"]["sglang_server_extra_env"] == {
+        "SGLANG_X": "a\u2028sglang_server_host: 1.2.3.4"  # a value; provision's validator judges it
+    }
+    lines = text.split("\n---\n")[0].splitlines()
+    assert all(line.startswith("#") for line in lines)
+    assert len([i for i in got["items"] if i["name"] == "--chunked-prefill-size"]) == 1
+
+
+def test_sglangs_default_port_is_kept_explicitly_and_a_local_model_asks_to_be_moved():
+    server = copy.deepcopy(SERVER)
+    server["flags"] = [f for f in server["flags"] if f[0] not in ("--port", "--model-path")]
+    server["flags"].append(["--model-path", "/home/ml/models/glm5"])
+    server["model"] = {"id": "/home/ml/models/glm5", "kind": "local", "revision": None}
+    got = propose(server)
+    assert got["inventory"]["sglang_server_port"] == 30000
+    assert "sglang_server_revision" not in got["inventory"]
+    assert any("model_cache_prestaged_path" in t for t in got["todo"])

@@ -446,7 +446,11 @@ def describe(pid: int, argv: list[str], start: int, proc: str = "/proc") -> dict
     flags = parse_flags(argv[start:])
     python = interpreter(argv[0], cwd, environ, exe)
     venv = find_venv(python)
-    found, problems = versions(venv) if venv else ({}, [])
+    found, problems = (
+        versions(venv)
+        if venv
+        else ({}, [f"no pyvenv.cfg above {python} (not a venv, or a link on the way: not followed)"])
+    )
     return {
         "pid": pid,
         "user": user,

@@ -464,9 +464,17 @@ def propose(server, gpu, host, library, catalogues, locks, settings=None):
     # SGLang serves the model path as its name unless told; clients send that name.
     inventory.setdefault("sglang_server_served_model_name", model_id)
     tp = inventory.setdefault("sglang_server_tp_size", 1)
+    # The port clients use now, even where it is SGLang's default and the fleet's differs.
+    inventory.setdefault("sglang_server_port", SERVER_PORT)
     revision = _revision(model) if model.get("kind") == "hub" else ""
     if revision:
         inventory["sglang_server_revision"] = revision
+    if model.get("kind") == "local":
+        todo.append(
+            f"the weights at {model_id}: the unit cannot read a home directory (ProtectHome=yes); "
+            "put them outside one and set model_cache_mode: prestaged with "
+            "model_cache_prestaged_path (and sglang_server_model_id) to that path"
+        )
 
     name, chosen = closest_profile(library, model_id, tp, flags.profile_flags, gpu)
     # The server's own flags, judged by the profile validator on this host: inert flags and

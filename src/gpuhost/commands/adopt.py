@@ -30,6 +30,13 @@ HELP = (
 )
 FACT = "gpuhost_adopt"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+# What could end a comment line and start YAML of its own (YAML's line breaks include NEL,
+# LS and PS): the host's strings (a flag's value, a path) are shown escaped.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _shown(text: object) -> str:
+    return _BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,17 +44,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _comment(text: str, indent: str = "#   ") -> list[str]:
-    return textwrap.wrap(text, 96, initial_indent=indent, subsequent_indent="#     ")
+    return textwrap.wrap(_shown(text), 96, initial_indent=indent, subsequent_indent="#     ")
 
 
 def render(host: str, proposal: dict) -> str:
     """The host_vars file of one proposal: a comment saying what each item became and why,
     then the settings."""
     lines = [
-        f"# gpuhost adopt: {host}, pid {proposal['pid']} (user {proposal['user']}), "
-        f"{proposal['model']}",
-        f"# Profile: {proposal['profile'] or '(inline: sglang_server_flags)'}; checked against "
-        f"sglang {proposal['sglang_version']}. Paste the settings below into host_vars/{host}.yml.",
+        _shown(
+            f"# gpuhost adopt: {host}, pid {proposal['pid']} (user {proposal['user']}), "
+            f"{proposal['model']}"
+        ),
+        _shown(
+            f"# Profile: {proposal['profile'] or '(inline: sglang_server_flags)'}; checked "
+            f"against sglang {proposal['sglang_version']}. Paste the settings below into "
+            f"host_vars/{host}.yml."
+        ),
         "# Nothing was changed on the host; the old server keeps running.",
         "#",
         "# Every flag, variable and package of the server:",
@@ -55,7 +67,7 @@ def render(host: str, proposal: dict) -> str:
     for entry in proposal["items"]:
         to = f" -> {entry['to']}" if "to" in entry else ""
         head = f"{entry['status']:<8}{entry['kind']} {entry['name']}={entry['value']}{to}"
-        lines.append(f"# {head}")
+        lines.append(_shown(f"# {head}"))
         lines += _comment(entry["reason"])
     if proposal["todo"]:
         lines += ["#", "# To do before provision:"]
@@ -92,14 +104,15 @@ def _table(ctx: base.Context, facts: dict[str, dict], written: dict[str, list[st
     for host, found in sorted(facts.items()):
         for proposal in (found.get(FACT) or {}).get("servers") or []:
             counts = proposal["counts"]
-            table.add_row(
-                host, str(proposal["pid"]), proposal["model"], proposal["profile"] or "(inline)",
-                str(counts["kept"]), str(counts["dropped"]), str(counts["changed"]),
-            )  # fmt: skip
+            # Text, not markup: a model path from the host is shown as it is.
+            table.add_row(*(Text(_shown(cell)) for cell in (
+                host, proposal["pid"], proposal["model"], proposal["profile"] or "(inline)",
+                counts["kept"], counts["dropped"], counts["changed"],
+            )))  # fmt: skip
     ctx.out.print(table)
     for host, paths in sorted(written.items()):
         for path in paths:
-            ctx.out.print(Text(f"Proposal for {host}: {path}"))
+            ctx.out.print(Text(_shown(f"Proposal for {host}: {path}")))
 
 
 def run(args: argparse.Namespace, ctx: base.Context) -> int:
