@@ -180,17 +180,47 @@ def test_the_managed_unit_is_skipped(hand_started, monkeypatch):
     assert all(s["pid"] != pid for s in found["servers"])
 
 
-def test_a_link_in_the_venv_is_not_followed(tmp_path):
+USER = 65534  # nobody: the owner of a user's files where this test runs as root
+
+
+def _as_user(*paths):
+    if os.geteuid() == 0:
+        for path in paths:
+            os.lchown(path, USER, USER)
+
+
+def test_a_link_a_user_made_is_not_followed(tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (tmp_path / "elsewhere.cfg").write_text("home = /usr\n")
     (venv / "pyvenv.cfg").symlink_to(tmp_path / "elsewhere.cfg")
+    _as_user(venv, venv / "pyvenv.cfg")
     assert d.find_venv(str(venv / "bin" / "python")) == ""
     (venv / "pyvenv.cfg").unlink()
     (venv / "pyvenv.cfg").write_text("home = /usr\n")
     assert d.find_venv(str(venv / "bin" / "python")) == str(venv)
     with pytest.raises(d.NotRead, match="more than"):
         d.read_file(str(venv / "pyvenv.cfg"), cap=4)
+    # A directory link the user made (~/ml-env -> elsewhere) is not walked through.
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "ml-env").symlink_to(venv)
+    _as_user(tmp_path / "home", tmp_path / "home" / "ml-env")
+    with pytest.raises(d.NotRead, match="a symbolic link a user could have made"):
+        d.read_file(str(tmp_path / "home" / "ml-env" / "pyvenv.cfg"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root makes a link root's")
+def test_a_link_root_made_in_a_root_only_directory_is_followed(tmp_path):
+    """An admin's /home -> /data/home: root's link in a directory only root changes."""
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "data" / "ml" / "env").mkdir(parents=True)
+    (tmp_path / "data" / "ml" / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "home").symlink_to(tmp_path / "data")
+    assert d.read_file(str(tmp_path / "home" / "ml" / "env" / "pyvenv.cfg")) == b"home = /usr\n"
+    os.chmod(tmp_path, 0o777)  # now anyone could have replaced the link
+    with pytest.raises(d.NotRead, match="not followed"):
+        d.read_file(str(tmp_path / "home" / "ml" / "env" / "pyvenv.cfg"))
+    os.chmod(tmp_path, 0o755)
 
 
 @pytest.mark.parametrize(

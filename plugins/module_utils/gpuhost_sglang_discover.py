@@ -6,8 +6,10 @@ The logic of the `sglang_discover` module (issue 31 item 1; docs/adopt.md). Run 
 the host, it reads /proc and the files a server's user left: its venv's pyvenv.cfg and
 *.dist-info/METADATA, the hub cache its model came from. Root reads them and never runs
 them (nothing from a user's venv is executed), and walks every path under a user's control
-one component at a time without following a symbolic link (openat with O_NOFOLLOW), the way
-gpuhost_service_path walks; a file larger than READ_CAP is not read.
+one component at a time with openat and O_NOFOLLOW, following a symbolic link only by
+gpuhost_service_path's rule (root's, in a directory only root can change); a file larger than
+READ_CAP is not read. gpuhost_service_path.read_file is not used: it refuses a file with more
+than one link, which a venv uv installed by hard link is full of, and reads any size.
 
 Secrets never leave the host: the value of a secret flag (--api-key, --admin-api-key, any
 flag or variable whose name says it holds a secret) is reported as REDACTED, never read into
@@ -27,7 +29,12 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import
     REDACTED,
     is_secret_name,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
+    followable_link,
+)
 
+# Links followed on one walk, as the kernel allows (MAXSYMLINKS).
+MAX_LINKS = 40
 # The most of one file read (METADATA headers, pyvenv.cfg, refs/main, /proc/PID/*).
 READ_CAP = 1 << 20
 # The variables of a server's environment worth carrying over (the rest stays on the host).
@@ -180,28 +187,44 @@ def _parts(path: str) -> list[str]:
     return [p for p in os.path.normpath(path).split("/") if p]
 
 
-def open_dir(path: str) -> int:
+def open_dir(path: str, links: int = 0) -> int:
     """A descriptor of the directory at path, opened from / one component at a time without
-    following a symbolic link; NotRead names the link (or what else is in the way)."""
+    following a symbolic link a user could have made: a link is followed only by
+    gpuhost_service_path's rule (root's, in a directory only root can change, e.g. an admin's
+    /home -> /data/home); NotRead names anything else in the way."""
+    parts = _parts(path)
     fd = os.open("/", _DIR)
     here = ""
-    try:
-        for part in _parts(path):
-            here += "/" + part
+    for index, part in enumerate(parts):
+        try:
+            nxt = os.open(part, _DIR, dir_fd=fd)
+        except OSError as err:
             try:
-                nxt = os.open(part, _DIR, dir_fd=fd)
-            except OSError as err:
-                if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise NotRead(
-                        f"{here}: a symbolic link or not a directory; not followed"
-                    ) from None
-                raise NotRead(f"{here}: {os.strerror(err.errno)}") from None
-            os.close(fd)
-            fd = nxt
-    except BaseException:
+                target = _trusted_link(fd, part, err, here, links)
+            finally:
+                os.close(fd)
+            base = target if target.startswith("/") else os.path.join(here or "/", target)
+            return open_dir(os.path.join(base, *parts[index + 1 :]), links + 1)
         os.close(fd)
-        raise
+        fd = nxt
+        here += "/" + part
     return fd
+
+
+def _trusted_link(fd: int, name: str, err: OSError, here: str, links: int) -> str:
+    """The target of the link `name` in the directory fd when root may follow it."""
+    where = f"{here}/{name}"
+    if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+        raise NotRead(f"{where}: {os.strerror(err.errno)}") from None
+    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    if not stat.S_ISLNK(st.st_mode):
+        raise NotRead(f"{where}: not a directory")
+    if not followable_link(os.fstat(fd), st) or links >= MAX_LINKS:
+        raise NotRead(
+            f"{where}: a symbolic link a user could have made; not followed (root follows "
+            "only root's links in directories only root can change)"
+        )
+    return os.readlink(name, dir_fd=fd)
 
 
 def read_file(path: str, cap: int = READ_CAP) -> bytes:
@@ -449,7 +472,10 @@ def describe(pid: int, argv: list[str], start: int, proc: str = "/proc") -> dict
     found, problems = (
         versions(venv)
         if venv
-        else ({}, [f"no pyvenv.cfg above {python} (not a venv, or a link on the way: not followed)"])
+        else (
+            {},
+            [f"no pyvenv.cfg above {python} (not a venv, or a link on the way: not followed)"],
+        )
     )
     return {
         "pid": pid,
