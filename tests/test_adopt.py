@@ -191,7 +191,9 @@ def test_an_unknown_flag_and_an_unknown_nccl_variable():
 def test_a_version_no_lock_pins_changes_the_lane_and_names_the_pins():
     server = copy.deepcopy(SERVER)
     server["versions"]["sglang"] = "0.5.9"
-    got = {i["name"]: i for i in propose(server)["items"]}
+    proposal = propose(server)
+    assert "python_env_lane" not in proposal["inventory"]
+    got = {i["name"]: i for i in proposal["items"]}
     assert got["sglang"]["status"] == "changed"
     assert got["sglang"]["to"] == "0.5.10.post1"
     assert "no lock under locks/ pins sglang 0.5.9" in got["sglang"]["reason"]
@@ -266,3 +268,11 @@ def test_sglangs_default_port_is_kept_explicitly_and_a_local_model_asks_to_be_mo
     assert got["inventory"]["sglang_server_port"] == 30000
     assert "sglang_server_revision" not in got["inventory"]
     assert any("model_cache_prestaged_path" in t for t in got["todo"])
+
+
+def test_what_adopt_says_the_unit_sets_is_in_the_units_env_file():
+    template = (ROOT / "roles" / "sglang_server" / "templates" / "sglang-server.env.j2").read_text()
+    for name, value in adopt.UNIT_ENV.items():
+        assert f"\n{name}={value}\n" in template
+    for name in adopt.HUB_CACHE_ENV[:1]:
+        assert f"\n{name}=" in template

@@ -468,7 +468,9 @@ def describe(pid: int, argv: list[str], start: int, proc: str = "/proc") -> dict
         environ = {}
     flags = parse_flags(argv[start:])
     python = interpreter(argv[0], cwd, environ, exe)
-    venv = find_venv(python)
+    # The path the user named first (a venv's bin/python is a link to the system's), then
+    # the binary the kernel runs.
+    venv = find_venv(python) or (find_venv(exe) if exe.startswith("/") else "")
     found, problems = (
         versions(venv)
         if venv

@@ -384,7 +384,7 @@ def differences(server, inventory, chosen, extra, settings):
         f"account {settings.get('service_user', 'gpuhost')}, not as {server.get('user')} "
         "under nohup; output goes to the journal",
         "the venv is gpuhost's, built from the lock of lane "
-        f"{inventory.get('python_env_lane')} (python_env), not "
+        f"{inventory.get('python_env_lane', settings.get('lane'))} (python_env), not "
         f"{server.get('venv') or 'the old one'}",
         "hardening: ProtectHome=yes hides home directories from the unit, so it cannot read "
         f"{model.get('hub_cache') or 'a cache under a home directory'}; the weights are loaded "
@@ -455,7 +455,10 @@ def propose(server, gpu, host, library, catalogues, locks, settings=None):
         if held:
             listen_flags[held] = value
     todo = []
-    inventory = {"python_env_lane": lane, **flags.inventory}
+    # The lane only where a lock pins the server's sglang; else the inventory's stays (the
+    # sglang item says which version that is).
+    inventory = {**({"python_env_lane": lane} if sglang_item["status"] == "kept" else {})}
+    inventory.update(flags.inventory)
     listen(listen_flags, cat, flags.items, inventory, todo)
 
     model = server.get("model") or {}
