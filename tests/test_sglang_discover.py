@@ -299,3 +299,27 @@ def test_gpuhost_adopt_proposes_the_running_server_and_keeps_its_secrets(hand_st
         if path.is_file():
             content = path.read_bytes()
             assert TOKEN.encode() not in content and API_KEY.encode() not in content, path
+
+
+def test_a_forked_worker_is_its_parents_and_the_managed_unit_is_skipped(tmp_path):
+    """A process table written under tmp_path in /proc's layout (a test double of /proc):
+    a server, a worker forked from it with the same argv, gpuhost's own unit, a bystander."""
+    argv = b"python3\0-m\0sglang.launch_server\0--model-path\0org/m\0"
+    table = {
+        100: (argv, 1, "0::/user.slice/user-1000.slice/session-3.scope"),
+        101: (argv, 100, "0::/user.slice/user-1000.slice/session-3.scope"),
+        102: (argv, 1, "0::/system.slice/sglang-server.service"),
+        103: (b"bash\0", 1, "0::/user.slice"),
+    }
+    for pid, (cmdline, ppid, cgroup) in table.items():
+        folder = tmp_path / str(pid)
+        folder.mkdir()
+        (folder / "cmdline").write_bytes(cmdline)
+        (folder / "cgroup").write_text(cgroup + "\n")
+        (folder / "stat").write_text(f"{pid} (py thon) S {ppid} 1 1 0\n")
+        (folder / "environ").write_bytes(b"HF_HOME=/nonexistent\0")
+    (tmp_path / "self").mkdir()
+    found = d.discover("sglang-server", proc=str(tmp_path))
+    assert [s["pid"] for s in found["servers"]] == [100]
+    assert found["managed_pids"] == [102]
+    assert found["servers"][0]["model"]["problems"]  # the cache is not there: said, not raised
