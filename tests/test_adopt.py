@@ -170,9 +170,21 @@ def test_an_api_key_keeps_the_open_listener_and_asks_for_the_same_key():
     got = propose(server)
     items = {i["name"]: i for i in got["items"]}
     assert items["--host"]["status"] == "kept"
+    assert any("sglang_server_firewall_cidrs" in t for t in got["todo"])
     assert items["--api-key"]["status"] == "changed"
     assert items["--api-key"]["to"] == "sglang_server_api_key"
     assert "sglang_server_api_key" not in got["inventory"]
+
+
+def test_a_listen_flag_is_named_as_the_server_spelled_it():
+    server = copy.deepcopy(SERVER)
+    server["flags"] = [["--ho", v] if f == "--host" else [f, v] for f, v in server["flags"]]
+    got = propose(server)
+    items = {i["name"]: i for i in got["items"]}
+    assert (
+        items["--ho"]["status"] == "changed" and got["inventory"]["sglang_server_host"] == "0.0.0.0"
+    )
+    assert "--host" not in items
 
 
 def test_an_unknown_flag_and_an_unknown_nccl_variable():

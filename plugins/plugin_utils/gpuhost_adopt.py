@@ -199,8 +199,14 @@ class _Flags:
             self.items.append(item("flag", flag, value, "dropped", f"role nccl's decision: {why}"))
 
 
-def listen(flags, cat, items, inventory, todo):
-    """--host, --api-key, --admin-api-key: the listen rule of gpuhost_profile.validate."""
+def listen(given, cat, items, inventory, todo):
+    """--host, --api-key, --admin-api-key: the listen rule of gpuhost_profile.validate.
+    given: {the flag's name: (as the server spelled it, its value)}."""
+    flags = {name: value for name, (_, value) in given.items()}
+
+    def flag_item(name, *rest):  # named as the server spelled it (--host=..., an alias)
+        return item("flag", given.get(name, (name,))[0], *rest)
+
     host = flags.get("--host", SGLANG_HOST)
     port = inventory.get("sglang_server_port", SERVER_PORT)
     keyed = "--api-key" in flags
@@ -212,13 +218,16 @@ def listen(flags, cat, items, inventory, todo):
     )
     refusal = next((e for e in checked["errors"] if e.startswith("sglang_server_host")), "")
     if "--host" in flags and is_loopback(host):
-        items.append(item("flag", "--host", host, "kept", "loopback", "sglang_server_host"))
+        items.append(flag_item("--host", host, "kept", "loopback", "sglang_server_host"))
     elif "--host" in flags and keyed:
-        items.append(item("flag", "--host", host, "kept", "a key guards it", "sglang_server_host"))
+        items.append(flag_item("--host", host, "kept", "a key guards it", "sglang_server_host"))
+        todo.append(
+            f"set sglang_server_firewall_cidrs to the networks of the clients of {host}:{port}: "
+            "/health and /metrics answer without the key"
+        )
     elif "--host" in flags:
         items.append(
-            item(
-                "flag",
+            flag_item(
                 "--host",
                 host,
                 "changed",
@@ -234,8 +243,7 @@ def listen(flags, cat, items, inventory, todo):
         )
     if keyed:
         items.append(
-            item(
-                "flag",
+            flag_item(
                 "--api-key",
                 REDACTED,
                 "changed",
@@ -248,8 +256,7 @@ def listen(flags, cat, items, inventory, todo):
         todo.append("set sglang_server_api_key (Vault) to the key the server uses now")
     if "--admin-api-key" in flags:
         items.append(
-            item(
-                "flag",
+            flag_item(
                 "--admin-api-key",
                 REDACTED,
                 "changed",
@@ -453,7 +460,7 @@ def propose(server, gpu, host, library, catalogues, locks, settings=None):
     for name, value in given.items():
         held = flags.add(name, value)
         if held:
-            listen_flags[held] = value
+            listen_flags[held] = (name, value)
     todo = []
     # The lane only where a lock pins the server's sglang; else the inventory's stays (the
     # sglang item says which version that is).
