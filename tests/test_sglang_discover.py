@@ -46,9 +46,10 @@ def test_gpuhost_adopt_says_so_and_exits_1_when_nothing_runs(tmp_path):
     cmd = [str(GPUHOST), "adopt", "-i", str(inventory), "-e", "ansible_become=false"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(tmp_path / "runs"),
                           timeout=180, check=False)  # fmt: skip
-    found = d.discover("sglang-server")["servers"]
-    if found:
-        pytest.skip(f"a server runs on this machine (pid {found[0]['pid']})")
+    report = json.loads((tmp_path / "runs" / "latest" / "report.json").read_text())
+    if report.get("adopt", {}).get("h"):
+        pytest.skip("a server ran on this machine during the test: " + report["adopt"]["h"][0])
+    assert report["adopt"] == {"h": []}
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "No hand-started SGLang server found on h" in proc.stdout + proc.stderr
 
