@@ -176,6 +176,17 @@ def test_an_api_key_keeps_the_open_listener_and_asks_for_the_same_key():
     assert "sglang_server_api_key" not in got["inventory"]
 
 
+def test_what_the_host_could_not_read_is_said_in_the_file():
+    from gpuhost.commands.adopt import render
+
+    server = copy.deepcopy(SERVER)
+    server["problems"] = ["/home/ml/ml-env/lib: a symbolic link a user could have made"]
+    got = propose(server)
+    assert got["not_read"] == server["problems"]
+    assert "# - /home/ml/ml-env/lib: a symbolic link a user could have made" in render("g", got)
+    assert propose()["not_read"] == []
+
+
 def test_a_listen_flag_is_named_as_the_server_spelled_it():
     server = copy.deepcopy(SERVER)
     server["flags"] = [["--ho", v] if f == "--host" else [f, v] for f, v in server["flags"]]

@@ -555,5 +555,8 @@ def propose(server, gpu, host, library, catalogues, locks, settings=None):
         "items": all_items,
         "counts": {s: sum(1 for i in all_items if i["status"] == s) for s in STATUSES},
         "todo": todo,
+        # What the module could not read (a link not followed, a file too large): the
+        # proposal is made without it.
+        "not_read": list(server.get("problems") or []) + list(model.get("problems") or []),
         "differences": differences(server, inventory, chosen, {"flags": extra_flags}, settings),
     }

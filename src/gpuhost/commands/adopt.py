@@ -69,6 +69,10 @@ def render(host: str, proposal: dict) -> str:
         head = f"{entry['status']:<8}{entry['kind']} {entry['name']}={entry['value']}{to}"
         lines.append(_shown(f"# {head}"))
         lines += _comment(entry["reason"])
+    if proposal.get("not_read"):
+        lines += ["#", "# Not read on the host (the proposal is made without it):"]
+        for problem in proposal["not_read"]:
+            lines += _comment(problem, "# - ")
     if proposal["todo"]:
         lines += ["#", "# To do before provision:"]
         for todo in proposal["todo"]:
