@@ -1,4 +1,5 @@
-"""The adopt classifier (plugins/plugin_utils/gpuhost_adopt.py) on the reference deployment.
+"""The adopt classifier (plugins/plugin_utils/gpuhost_adopt.py, gpuhost_adopt_items.py) on the
+reference deployment.
 
 tests/fixtures/adopt/reference-glm5.json is the reference server (docs/reference.md §1) the
 way the sglang_discover module reports it; the host is the recorded 8x RTX PRO 6000 Proxmox
@@ -19,6 +20,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import c
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import collect_pci_gpus
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_python_env import lock_info
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_adopt as adopt
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_adopt_items as adopt_items
 from gpuhost_fakes import load_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,7 +297,7 @@ def test_sglangs_default_port_is_kept_explicitly_and_a_local_model_asks_to_be_mo
 
 def test_what_adopt_says_the_unit_sets_is_in_the_units_env_file():
     template = (ROOT / "roles" / "sglang_server" / "templates" / "sglang-server.env.j2").read_text()
-    for name, value in adopt.UNIT_ENV.items():
+    for name, value in adopt_items.UNIT_ENV.items():
         assert f"\n{name}={value}\n" in template
-    for name in adopt.HUB_CACHE_ENV[:1]:
+    for name in adopt_items.HUB_CACHE_ENV[:1]:
         assert f"\n{name}=" in template

@@ -6,10 +6,8 @@ The logic of the `sglang_discover` module (issue 31 item 1; docs/adopt.md). Run 
 the host, it reads /proc and the files a server's user left: its venv's pyvenv.cfg and
 *.dist-info/METADATA, the hub cache its model came from. Root reads them and never runs
 them (nothing from a user's venv is executed), and walks every path under a user's control
-one component at a time with openat and O_NOFOLLOW, following a symbolic link only by
-gpuhost_service_path's rule (root's, in a directory only root can change); a file larger than
-READ_CAP is not read. gpuhost_service_path.read_file is not used: it refuses a file with more
-than one link, which a venv uv installed by hard link is full of, and reads any size.
+one component at a time without following a link a user could have made, and reads no file
+over READ_CAP (gpuhost_user_files.py).
 
 Secrets never leave the host: the value of a secret flag (--api-key, --admin-api-key, any
 flag or variable whose name says it holds a secret) is reported as REDACTED, never read into
@@ -18,25 +16,24 @@ the result.
 
 from __future__ import annotations
 
-import errno
 import os
 import pwd
 import re
 import stat
 from typing import Any
 
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_python_env import normalize
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secrets import (
     REDACTED,
     is_secret_name,
 )
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
-    followable_link,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_user_files import (
+    READ_CAP,
+    NotRead,
+    list_dir,
+    read_file,
 )
 
-# Links followed on one walk, as the kernel allows (MAXSYMLINKS).
-MAX_LINKS = 40
-# The most of one file read (METADATA headers, pyvenv.cfg, refs/main, /proc/PID/*).
-READ_CAP = 1 << 20
 # The variables of a server's environment worth carrying over (the rest stays on the host).
 ENV_PREFIXES = (
     "NCCL_",
@@ -50,7 +47,7 @@ ENV_PREFIXES = (
     "TRANSFORMERS_",
     "SAFETENSORS_",
 )
-# The spec's words for a secret variable, beside the project's one secret-name list.
+# The words issue 31 names for a secret variable, beside the project's one secret-name list.
 _SECRET_WORDS = re.compile(r"TOKEN|KEY|SECRET|PASSWORD", re.IGNORECASE)
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
 # The distributions whose versions decide the lock (read from METADATA, never imported).
@@ -61,12 +58,6 @@ SCRIPT = "launch_server.py"
 _OPTS_WITH_VALUE = ("-X", "-W", "-Q")
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _SHA = re.compile(r"[0-9a-f]{40}")
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class NotRead(Exception):
-    """A path root does not read: a link on the way, too large, not a regular file."""
 
 
 # --------------------------------------------------------------------------------------
@@ -178,90 +169,6 @@ def parse_environ(raw: bytes) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------
-# reading a user's files without following links
-
-
-def _parts(path: str) -> list[str]:
-    if not os.path.isabs(path):
-        raise NotRead(f"{path}: not an absolute path")
-    return [p for p in os.path.normpath(path).split("/") if p]
-
-
-def open_dir(path: str, links: int = 0) -> int:
-    """A descriptor of the directory at path, opened from / one component at a time without
-    following a symbolic link a user could have made: a link is followed only by
-    gpuhost_service_path's rule (root's, in a directory only root can change, e.g. an admin's
-    /home -> /data/home); NotRead names anything else in the way."""
-    parts = _parts(path)
-    fd = os.open("/", _DIR)
-    here = ""
-    for index, part in enumerate(parts):
-        try:
-            nxt = os.open(part, _DIR, dir_fd=fd)
-        except OSError as err:
-            try:
-                target = _trusted_link(fd, part, err, here, links)
-            finally:
-                os.close(fd)
-            base = target if target.startswith("/") else os.path.join(here or "/", target)
-            return open_dir(os.path.join(base, *parts[index + 1 :]), links + 1)
-        os.close(fd)
-        fd = nxt
-        here += "/" + part
-    return fd
-
-
-def _trusted_link(fd: int, name: str, err: OSError, here: str, links: int) -> str:
-    """The target of the link `name` in the directory fd when root may follow it."""
-    where = f"{here}/{name}"
-    if err.errno not in (errno.ELOOP, errno.ENOTDIR):
-        raise NotRead(f"{where}: {os.strerror(err.errno)}") from None
-    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-    if not stat.S_ISLNK(st.st_mode):
-        raise NotRead(f"{where}: not a directory")
-    if not followable_link(os.fstat(fd), st) or links >= MAX_LINKS:
-        raise NotRead(
-            f"{where}: a symbolic link a user could have made; not followed (root follows "
-            "only root's links in directories only root can change)"
-        )
-    return os.readlink(name, dir_fd=fd)
-
-
-def read_file(path: str, cap: int = READ_CAP) -> bytes:
-    """The regular file at path (no link anywhere on the way), at most cap bytes; NotRead
-    when it is larger, a link, or not a regular file."""
-    parent, leaf = os.path.split(os.path.normpath(path))
-    dfd = open_dir(parent)
-    try:
-        try:
-            fd = os.open(leaf, _FILE, dir_fd=dfd)
-        except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise NotRead(f"{path}: a symbolic link; not followed") from None
-            raise NotRead(f"{path}: {os.strerror(err.errno)}") from None
-    finally:
-        os.close(dfd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRead(f"{path}: not a regular file")
-        if st.st_size > cap:
-            raise NotRead(f"{path}: {st.st_size} bytes, more than the {cap} read")
-        return os.read(fd, cap)
-    finally:
-        os.close(fd)
-
-
-def list_dir(path: str) -> list[tuple[str, os.stat_result]]:
-    """(name, lstat) of each entry of the directory at path (no link followed)."""
-    fd = open_dir(path)
-    try:
-        return [(n, os.stat(n, dir_fd=fd, follow_symlinks=False)) for n in sorted(os.listdir(fd))]
-    finally:
-        os.close(fd)
-
-
-# --------------------------------------------------------------------------------------
 # the interpreter, its venv and the installed versions
 
 
@@ -311,10 +218,6 @@ def metadata_version(text: str) -> tuple[str, str]:
     return name, version
 
 
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def versions(venv: str) -> tuple[dict[str, str], list[str]]:
     """({distribution: version} of PACKAGES in the venv, problems), from METADATA files."""
     found: dict[str, str] = {}
@@ -326,7 +229,7 @@ def versions(venv: str) -> tuple[dict[str, str], list[str]]:
         ]
     except (NotRead, OSError) as exc:
         return found, [str(exc)]
-    wanted = {_normal(p) for p in PACKAGES}
+    wanted = {normalize(p) for p in PACKAGES}
     for py in pythons:
         site = os.path.join(lib, py, "site-packages")
         try:
@@ -337,7 +240,7 @@ def versions(venv: str) -> tuple[dict[str, str], list[str]]:
         for name, st in entries:
             if not name.endswith(".dist-info") or not stat.S_ISDIR(st.st_mode):
                 continue
-            if _normal(name[: -len(".dist-info")].split("-")[0]) not in wanted:
+            if normalize(name[: -len(".dist-info")].split("-")[0]) not in wanted:
                 continue
             try:
                 text = read_file(os.path.join(site, name, "METADATA"), 256 << 10)
@@ -345,8 +248,8 @@ def versions(venv: str) -> tuple[dict[str, str], list[str]]:
                 problems.append(str(exc))
                 continue
             dist, version = metadata_version(text.decode("utf-8", "replace"))
-            if _normal(dist) in wanted and version:
-                found[_normal(dist)] = version
+            if normalize(dist) in wanted and version:
+                found[normalize(dist)] = version
     return dict(sorted(found.items())), problems
 
 
