@@ -245,6 +245,8 @@ STANDALONE = [
     ("verify.yml", 0, "verify.health  server not reachable", ()),
     # `gpuhost doctor` (always check mode).
     ("doctor.yml", 0, "doctor.server  sglang-server.service is not installed", ()),
+    # `gpuhost adopt` (always check mode): no hand-started server on a blank host.
+    ("adopt.yml", 0, f"adopt: 0 hand-started SGLang server(s) on {NAME}", ()),
     # `gpuhost bench`: the sweep runs as the service account, which does not exist yet.
     ("bench.yml", 0, f"skipping: [{NAME}] => (item=concurrency 1)", ()),
     # `gpuhost rollback`: nothing to go back to on a blank host, said as a real run says it.

@@ -326,7 +326,7 @@ def test_each_registered_command_is_one_module_and_a_subcommand(monkeypatch):
     loaded = commands.load()
     assert [commands.name_of(m) for m in loaded] == [
         "provision", "check", "verify", "bench", "report", "update", "rollback", "doctor",
-        "models", "rebuild", "vm",
+        "adopt", "models", "rebuild", "vm",
     ]  # fmt: skip
     assert all(m.__name__.startswith("gpuhost.commands.") for m in loaded)
     assert all(callable(m.add_arguments) and callable(m.run) for m in loaded)

@@ -58,6 +58,12 @@ def _trusted(st: os.stat_result) -> bool:
     return st.st_uid == 0 and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
+def followable_link(parent_st: os.stat_result, link_st: os.stat_result) -> bool:
+    """The one rule for a symbolic link root follows: root's, in a directory only root can
+    change (also used by the read-only walk of gpuhost_sglang_discover)."""
+    return _trusted(parent_st) and link_st.st_uid == 0
+
+
 def _what(st: os.stat_result, dir_fd: int, name: str) -> str:
     mode = st.st_mode
     if stat.S_ISLNK(mode):
@@ -139,7 +145,7 @@ def _walk(
             st = None
         if st is not None and stat.S_ISLNK(st.st_mode):
             parent_st = os.fstat(fd)
-            if _trusted(parent_st) and st.st_uid == 0:
+            if followable_link(parent_st, st):
                 if links >= _MAX_LINKS:
                     raise ServicePathError(f"{here}: more than {_MAX_LINKS} links on the way")
                 links += 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from gpuhost.commands import (
+    adopt,
     bench,
     check,
     doctor,
@@ -38,6 +39,7 @@ REGISTRY: tuple[ModuleType, ...] = (
     update,
     rollback,
     doctor,
+    adopt,
     models,
     rebuild,
     vm,

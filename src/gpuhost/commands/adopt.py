@@ -1,0 +1,146 @@
+"""`gpuhost adopt -i INV`: find SGLang servers gpuhost did not start and propose the settings
+that reproduce them (read-only; docs/adopt.md, issue 31 item 1).
+
+Runs playbooks/adopt.yml, always in check mode (nothing on a host can change), through the
+same run record, progress and summary as every other command. The proposal of each host
+(the cacheable fact gpuhost_adopt) is written as <run dir>/adopt/<host>.yml: the settings,
+ready for host_vars, under a comment that lists every flag, variable and package as kept,
+dropped or changed with its reason. Exit 0 when a server was found and proposed on every
+host, 1 when a host has none (or the run failed), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import textwrap
+from pathlib import Path
+
+import yaml
+from rich.text import Text
+
+from gpuhost import record, rundir, runfacts, summary
+from gpuhost.commands import base
+from gpuhost.errors import EXIT_FAILED, EXIT_OK
+
+NAME = "adopt"
+HELP = (
+    "find hand-started SGLang servers and propose the settings that reproduce them "
+    "(read-only; writes <run dir>/adopt/<host>.yml)"
+)
+FACT = "gpuhost_adopt"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+# What could end a comment line and start YAML of its own (YAML's line breaks include NEL,
+# LS and PS): the host's strings (a flag's value, a path) are shown escaped.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _shown(text: object) -> str:
+    return _BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    base.add_run_arguments(parser, check_flag=False)
+
+
+def _comment(text: str, indent: str = "#   ") -> list[str]:
+    return textwrap.wrap(_shown(text), 96, initial_indent=indent, subsequent_indent="#     ")
+
+
+def render(host: str, proposal: dict) -> str:
+    """The host_vars file of one proposal: a comment saying what each item became and why,
+    then the settings."""
+    lines = [
+        _shown(
+            f"# gpuhost adopt: {host}, pid {proposal['pid']} (user {proposal['user']}), "
+            f"{proposal['model']}"
+        ),
+        _shown(
+            f"# Profile: {proposal['profile'] or '(inline: sglang_server_flags)'}; checked "
+            f"against sglang {proposal['sglang_version']}. Paste the settings below into "
+            f"host_vars/{host}.yml."
+        ),
+        "# Nothing was changed on the host; the old server keeps running.",
+        "#",
+        "# Every flag, variable and package of the server:",
+    ]
+    for entry in proposal["items"]:
+        to = f" -> {entry['to']}" if "to" in entry else ""
+        head = f"{entry['status']:<8}{entry['kind']} {entry['name']}={entry['value']}{to}"
+        lines.append(_shown(f"# {head}"))
+        lines += _comment(entry["reason"])
+    if proposal.get("not_read"):
+        lines += ["#", "# Not read on the host (the proposal is made without it):"]
+        for problem in proposal["not_read"]:
+            lines += _comment(problem, "# - ")
+    if proposal["todo"]:
+        lines += ["#", "# To do before provision:"]
+        for todo in proposal["todo"]:
+            lines += _comment(todo, "# - ")
+    lines += ["#", "# What the managed server does differently:"]
+    for difference in proposal["differences"]:
+        lines += _comment(difference, "# - ")
+    body = yaml.safe_dump(proposal["inventory"], sort_keys=True, default_flow_style=False)
+    return "\n".join(lines) + "\n---\n" + body
+
+
+def write(run_dir: Path, facts: dict[str, dict]) -> dict[str, list[str]]:
+    """<run dir>/adopt/<host>.yml (and <host>-pid<N>.yml for a second server): host -> paths."""
+    folder = run_dir / "adopt"
+    written: dict[str, list[str]] = {}
+    for host, found in sorted(facts.items()):
+        servers = (found.get(FACT) or {}).get("servers") or []
+        paths = []
+        for index, proposal in enumerate(servers):
+            folder.mkdir(exist_ok=True)
+            stem = _SAFE.sub("_", host) + (f"-pid{proposal['pid']}" if index else "")
+            path = folder / f"{stem}.yml"
+            path.write_text(render(host, proposal), encoding="utf-8")
+            paths.append(str(path))
+        written[host] = paths
+    return written
+
+
+def _table(ctx: base.Context, facts: dict[str, dict], written: dict[str, list[str]]) -> None:
+    table = summary.report_table("Hand-started SGLang servers")
+    for column in ("host", "pid", "model", "profile", "kept", "dropped", "changed"):
+        table.add_column(column, no_wrap=column == "host")
+    for host, found in sorted(facts.items()):
+        for proposal in (found.get(FACT) or {}).get("servers") or []:
+            counts = proposal["counts"]
+            # Text, not markup: a model path from the host is shown as it is.
+            table.add_row(*(Text(_shown(cell)) for cell in (
+                host, proposal["pid"], proposal["model"], proposal["profile"] or "(inline)",
+                counts["kept"], counts["dropped"], counts["changed"],
+            )))  # fmt: skip
+    ctx.out.print(table)
+    for host, paths in sorted(written.items()):
+        for path in paths:
+            ctx.out.print(Text(_shown(f"Proposal for {host}: {path}")))
+
+
+def run(args: argparse.Namespace, ctx: base.Context) -> int:
+    base.default_playbook(args, ctx, "adopt.yml")
+    request = base.request_from_args(args, ctx, NAME)
+    request.check = True  # read-only by construction, whatever the playbook holds
+    rep = base.execute(ctx, request, json_output=args.json)
+    run_dir = Path(rep["run_dir"])
+    facts = runfacts.facts_from_events(run_dir, names=(FACT,))
+    written = write(run_dir, facts)
+    rep["adopt"] = written
+    record.write_report(rundir.RunDir(run_dir), rep)
+    code = base.emit(ctx, rep, json_output=args.json, show_findings=False)
+    if code != EXIT_OK:
+        return code
+    none = sorted(host for host, paths in written.items() if not paths)
+    if not args.json:
+        _table(ctx, facts, written)
+        if none:
+            ctx.err.print(
+                Text(
+                    f"No hand-started SGLang server found on {', '.join(none)} (a process "
+                    "running sglang.launch_server outside gpuhost's unit): nothing to propose.",
+                    style="yellow",
+                )
+            )
+    return EXIT_FAILED if none or not written else EXIT_OK
