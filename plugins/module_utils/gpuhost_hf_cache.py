@@ -105,8 +105,13 @@ def validate(params: dict) -> list[str]:
 
     for name in ("source", "dest"):
         value = params.get(name)
-        if not isinstance(value, str) or not value.startswith("/") or _CONTROL.search(value):
-            bad(name, "an absolute path (a hub cache directory, .../hub)")
+        if (
+            not isinstance(value, str)
+            or not value.startswith("/")
+            or _CONTROL.search(value)
+            or any(part in (".", "..") for part in value.split("/"))
+        ):
+            bad(name, "an absolute path without '.' or '..' (a hub cache directory, .../hub)")
     if not _REPO_ID.fullmatch(str(params.get("repo_id") or "")):
         bad("repo_id", "a Hugging Face repo id owner/name of letters, digits, '.', '_', '-'")
     revision = str(params.get("revision") or "")
