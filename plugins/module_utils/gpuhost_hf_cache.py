@@ -519,14 +519,16 @@ def adopt(params: dict, check: bool = False) -> dict[str, Any]:
         for blob in sorted(set(files.values())):
             paths = ", ".join(sorted(p for p, b in files.items() if b == blob))
             try:
-                lst = _source_blob(blobs, blob, source_uid, params["source_owner"])
-                sizes[blob] = lst.st_size
                 there = _lstat_rel(dst_blobs, blob, f"{dest_repo}/blobs")
                 if there is not None and not stat.S_ISREG(there.st_mode):
                     raise _FileError(
                         f"{dest_repo}/blobs/{blob} is {_kind(there)}: root does not follow or "
                         f"reuse it. Fix: remove it (rm {dest_repo}/blobs/{blob}) and run again"
                     )
+                # Already there (an earlier run linked it: the source's is the same inode,
+                # now the service account's): verified and reused, the source not read.
+                lst = there or _source_blob(blobs, blob, source_uid, params["source_owner"])
+                sizes[blob] = lst.st_size
                 if there is not None:
                     plan[blob] = ("reuse", lst)
                 elif same_fs and params["copy"] == "auto":
