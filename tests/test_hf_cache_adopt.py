@@ -10,7 +10,9 @@ standing in for the service account. Root is needed to chown to other uids.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -18,16 +20,21 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
+from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_model_cache import (
+    model_cache_disk_finding,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_hf_cache as hc
 from ansible_collections.gpuhost.gpu.plugins.modules import path_size
+from gpuhost_fakes import ROOT, run_playbook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to other uids needs root")
 
-ROOT = Path(__file__).resolve().parents[1]
 REPO = "acme/tiny"
 FOLDER = "models--acme--tiny"
 USER = 65534  # nobody: the account of the hand-started server
 SVC = 1  # daemon: the service account
+GIB = 1 << 30
 
 
 def _give(path: Path, uid: int) -> None:
@@ -291,3 +298,104 @@ def test_bad_options_are_refused_naming_the_option_and_the_value(caches, change,
         hc.adopt(_params(src, dst, **change))
     assert named in str(err.value)
     assert not dst.exists()
+
+
+# --- role model_cache: the entry point `adopt`, then the download step's own check ----------
+
+PLAY = """\
+- hosts: gpu_hosts
+  gather_facts: false
+  vars:
+    gpuhost_service_user: daemon
+    gpuhost_service_group: daemon
+  tasks:
+    - name: Adopt
+      ansible.builtin.include_role:
+        name: gpuhost.gpu.model_cache
+        tasks_from: adopt
+    - name: What the download step decides (tasks/start.yml reads the marker, nothing else)
+      ansible.builtin.stat:
+        path: "{{ gpuhost_cache_dir }}/huggingface/gpuhost-complete/acme--tiny@main.json"
+      register: marker
+    - name: Record it
+      ansible.builtin.copy:
+        content: "{{ 'absent' | gpuhost.gpu.model_cache_start_action(marker.stat.exists) }}"
+        dest: "{{ decision_file }}"
+      check_mode: false
+"""
+
+
+def _role(tmp_path, src, cache, *extra):
+    play = tmp_path / "adopt.yml"
+    play.write_text(PLAY)
+    (tmp_path / "group_vars").exists() or (tmp_path / "group_vars").symlink_to(ROOT / "group_vars")
+    args = [play, "-i", ROOT / "inventory/local", "-e", f"gpuhost_cache_dir={cache}"]
+    for var in (
+        f"model_cache_adopt_from={src}",
+        "model_cache_adopt_owner=nobody",
+        f"model_cache_model_id={REPO}",
+        "model_cache_revision=main",
+        f"gpuhost_base_dir={tmp_path}/base",
+        f"gpuhost_config_dir={tmp_path}/etc",
+        f"decision_file={tmp_path}/decision",
+    ):
+        args += ["-e", var]
+    proc = run_playbook([*args, *extra], tmp_path / "facts")
+    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+).*failed=(\d+)", proc.stdout)
+    decision = tmp_path / "decision"
+    return proc, recap, decision.read_text() if decision.exists() else proc.stdout + proc.stderr
+
+
+def test_the_role_adopts_marks_it_complete_and_the_download_step_finds_nothing_to_do(
+    caches, tmp_path
+):
+    src, _dst, commit = caches
+    cache = tmp_path / "cache"
+    checked, recap, decision = _role(tmp_path, src, cache, "--check")
+    assert recap and recap.group(2) == "0", checked.stdout + checked.stderr
+    assert decision == "start" and not (cache / "huggingface" / "hub").exists()
+    proc, recap, decision = _role(tmp_path, src, cache)
+    assert recap and recap.group(2) == "0", proc.stdout + proc.stderr
+    assert "4 blob(s) linked" in proc.stdout and "0 bytes downloaded" in proc.stdout
+    assert decision == "done"  # start.yml: marker present -> nothing downloaded
+    hub = cache / "huggingface" / "hub"
+    assert _snapshot(hub, commit) == _snapshot(src, commit)
+    marker = json.loads((cache / "huggingface/gpuhost-complete/acme--tiny@main.json").read_text())
+    assert marker["commit"] == commit and marker["bytes_downloaded"] == 0
+    assert marker["bytes_linked"] > 3 << 20
+    again, recap, decision = _role(tmp_path, src, cache)
+    assert recap and recap.group(1) == "0", again.stdout  # idempotent: nothing changes
+    assert "already complete" in again.stdout and decision == "done"
+
+
+def test_the_role_refuses_an_adoption_without_its_owner_before_any_change(caches, tmp_path):
+    src, _dst, _commit = caches
+    cache = tmp_path / "cache"
+    proc, recap, _decision = _role(tmp_path, src, cache, "-e", "model_cache_adopt_owner=")
+    out = proc.stdout + proc.stderr
+    assert recap and recap.group(2) == "1", out
+    assert "model_cache_adopt_owner" in out and not cache.exists()
+
+
+def test_the_download_step_adopts_before_it_reads_the_marker():
+    """tasks/start.yml (the overlap and the serve stage both run it) adopts first, so the
+    marker it then reads is there and nothing is downloaded."""
+    tasks = yaml.safe_load((ROOT / "roles/model_cache/tasks/start.yml").read_text())
+    names = [t.get("name", "") for t in tasks]
+    adopt = next(
+        i for i, t in enumerate(tasks) if t.get("ansible.builtin.include_tasks") == "adopt.yml"
+    )
+    assert tasks[adopt]["when"] == "model_cache_adopt_from | length > 0"
+    assert adopt < names.index("Look for the completion marker of this model and revision")
+
+
+def test_the_disk_check_credits_what_adoption_links_not_what_it_copies():
+    space = {"bytes": 0, "revision_bytes": 0, "free_bytes": 30 * GIB, "probe_path": "/var"}
+    args = ("/var/cache/gpuhost/huggingface", REPO, 400, 0, 20)
+    linked = model_cache_disk_finding(
+        space, *args, {"bytes_linked": 390 * GIB, "bytes_reused": 10 * GIB}
+    )
+    assert linked["status"] == "pass", linked["message"]
+    assert "400.0 GiB hard linked from model_cache_adopt_from (no new space)" in linked["message"]
+    copied = model_cache_disk_finding(space, *args, {"bytes_copied": 400 * GIB})
+    assert copied["status"] == "fail" and "420.0 GiB needed" in copied["message"]
