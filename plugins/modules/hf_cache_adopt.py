@@ -24,7 +24,8 @@ description:
     deletes anything there.
   - Check mode reads the layout and reports what would be linked, copied or reused, and the
     bytes; it hashes nothing and changes nothing.
-  - The logic is C(plugins/module_utils/gpuhost_hf_cache.py).
+  - The logic is C(plugins/module_utils/gpuhost_hf_cache_adopt.py) (the changes) and
+    C(plugins/module_utils/gpuhost_hf_cache.py) (the source, read without following).
 options:
   source:
     description: The user's hub cache directory (holds models--OWNER--NAME).
@@ -105,6 +106,8 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the d
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hf_cache import (  # noqa: E402
     COPY_CHOICES,
     AdoptError,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hf_cache_adopt import (  # noqa: E402
     adopt,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (  # noqa: E402
