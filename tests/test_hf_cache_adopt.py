@@ -368,13 +368,22 @@ def test_the_role_adopts_marks_it_complete_and_the_download_step_finds_nothing_t
     assert "already complete" in again.stdout and decision == "done"
 
 
-def test_the_role_refuses_an_adoption_without_its_owner_before_any_change(caches, tmp_path):
+def test_the_role_refuses_a_missing_owner_first_and_a_bad_blob_by_name(caches, tmp_path):
     src, _dst, _commit = caches
     cache = tmp_path / "cache"
     proc, recap, _decision = _role(tmp_path, src, cache, "-e", "model_cache_adopt_owner=")
     out = proc.stdout + proc.stderr
     assert recap and recap.group(2) == "1", out
     assert "model_cache_adopt_owner" in out and not cache.exists()
+    # A blob that does not verify fails the task, naming it; no marker, so nothing is skipped.
+    name = sorted(_blobs(src))[0]
+    (src / FOLDER / "blobs" / name).write_bytes(b"not what it was")
+    proc, recap, _decision = _role(tmp_path, src, cache)
+    out = proc.stdout + proc.stderr
+    assert recap and recap.group(2) == "1", out
+    assert f"acme/tiny@main from {src}: 1 file(s) not adopted" in out
+    assert f"blobs/{name}: the sha256 of its 15 bytes is not its name" in out
+    assert list((cache / "huggingface/gpuhost-complete").iterdir()) == []
 
 
 def test_the_download_step_adopts_before_it_reads_the_marker():

@@ -384,7 +384,10 @@ def open_source(stack, params: dict, folder: str) -> tuple[int, str, int]:
             snap = enter(stack, subdir(snaps, commit, f"{where}/snapshots"))
         except FileError as err:
             have = ", ".join(sorted(os.listdir(snaps))[:8]) or "none"
-            raise FileError(f"{err} (the source has snapshots: {have})") from None
+            raise FileError(
+                f"{err} (the source has snapshots: {have}; to serve what the old server "
+                "serves, set model_cache_revision, or its pin in the models lock, to one of them)"
+            ) from None
     except FileError as err:
         raise AdoptError(f"source: {err}") from None
     return repo, commit, snap
