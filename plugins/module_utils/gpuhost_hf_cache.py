@@ -23,6 +23,7 @@ The source belongs to a user (the account of a hand-started server), so:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import pwd
@@ -153,7 +154,9 @@ def subdir(fd: int, name: str, where: str) -> int:
         return os.open(name, _DIR, dir_fd=fd)
     except FileNotFoundError:
         raise Missing(f"{where}/{name} does not exist") from None
-    except OSError:
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise FileError(f"{where}/{name}: {err.strerror}") from None
         found = kind(os.lstat(name, dir_fd=fd))
         raise FileError(
             f"{where}/{name} is {found}, not a directory: root follows no link in a cache "

@@ -26,6 +26,7 @@ is read by gpuhost_hf_cache.py, which follows nothing the user can change.
 from __future__ import annotations
 
 import contextlib
+import errno
 import grp
 import os
 import pwd
@@ -286,7 +287,7 @@ def _blobs(plan, src, dst, ids, mode, check, params, result) -> None:
                 try:
                     _link(src, dst, blob, lst, ids, mode)
                 except OSError as err:
-                    if err.errno != 18:  # EXDEV: another filesystem after all (a bind mount)
+                    if err.errno != errno.EXDEV:  # another filesystem after all (a bind mount)
                         raise
                     how = "copy"
                     _copy(src, dst, blob, lst, ids, mode)

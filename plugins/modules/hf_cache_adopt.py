@@ -136,6 +136,8 @@ def main():
         result = adopt(module.params, check=module.check_mode)
     except (AdoptError, ServicePathError) as err:
         module.fail_json(msg=str(err))
+    except OSError as err:  # e.g. root squashed on an NFS source: say where, not a traceback
+        module.fail_json(msg=f"{params_label(module.params)}: {err.filename}: {err.strerror}")
     if result["errors"]:
         lines = [f"{e.get('path') or e.get('blob')}: {e['error']}" for e in result["errors"]]
         module.fail_json(
