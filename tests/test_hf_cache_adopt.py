@@ -408,3 +408,30 @@ def test_the_disk_check_credits_what_adoption_links_not_what_it_copies():
     assert "400.0 GiB hard linked from model_cache_adopt_from (no new space)" in linked["message"]
     copied = model_cache_disk_finding(space, *args, {"bytes_copied": 400 * GIB})
     assert copied["status"] == "fail" and "420.0 GiB needed" in copied["message"]
+
+
+def test_preflight_credits_what_adoption_would_link_and_changes_nothing(caches, tmp_path):
+    """The real preflight playbook on this machine: the disk finding counts the blobs the
+    adoption would hard link as already there; the run is read-only (changed=0)."""
+    src, _dst, _commit = caches
+    cache = tmp_path / "cache"
+    extra = {
+        "model_cache_expected_size_gib": 1,
+        "model_cache_free_margin_gib": 0,
+        "model_cache_hf_cli": "/bin/true",
+        "gpuhost_cache_dir": str(cache),
+        "model_cache_model_id": REPO,
+        "model_cache_revision": "main",
+        "model_cache_adopt_from": str(src),
+        "model_cache_adopt_owner": "nobody",
+    }
+    proc = run_playbook(
+        ["playbooks/preflight.yml", "-i", "inventory/local", "-e", json.dumps(extra)],
+        tmp_path / "facts",
+    )
+    out = proc.stdout + proc.stderr
+    recap = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", out)
+    assert recap and recap.group(1) == "0", out
+    words = " ".join(out.split())  # the callback wraps long messages
+    assert "3.0 MiB hard linked from model_cache_adopt_from (no new space)" in words, out
+    assert not cache.exists()
