@@ -225,7 +225,7 @@ def test_the_roles_use_service_path_where_root_makes_the_accounts_paths():
         ),
         ("roles/python_env/tasks/configure.yml", "Create the JIT caches for the service account"),
         ("roles/model_cache/tasks/start.yml", "Create HF_HOME and the completion marker directory"),
-        ("roles/model_cache/tasks/main.yml", "Write the completion marker"),
+        ("roles/model_cache/tasks/finish.yml", "Write the completion marker"),
     ):
         assert expected in uses
 
