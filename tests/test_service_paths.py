@@ -224,7 +224,11 @@ def test_the_roles_use_service_path_where_root_makes_the_accounts_paths():
             "Create the gpuhost directories and the service account's directories",
         ),
         ("roles/python_env/tasks/configure.yml", "Create the JIT caches for the service account"),
-        ("roles/model_cache/tasks/start.yml", "Create HF_HOME and the completion marker directory"),
+        (
+            "roles/model_cache/tasks/start.yml",
+            "Remove a hub token file an interrupted earlier run left, create HF_HOME and the"
+            " marker directory",
+        ),
         ("roles/model_cache/tasks/finish.yml", "Write the completion marker"),
     ):
         assert expected in uses
