@@ -25,6 +25,7 @@ TOKEN = "hf_tokenUnitTest0123456789"
 WRAPPER = ROOT / "roles/model_cache/files/gpuhost-hf-download"
 STANDIN = ROOT / "tests/standin/hf_standin.py"
 START = ROOT / "roles/model_cache/tasks/start.yml"
+START_DOWNLOAD = ROOT / "roles/model_cache/tasks/start_download.yml"
 
 
 def _argv(**over):
@@ -88,7 +89,15 @@ def _tasks(node):
 
 
 def test_start_writes_the_token_file_root_owned_and_removes_it_on_every_path():
-    tasks = yaml.safe_load(START.read_text())
+    # start.yml, with the block that starts a download (start_download.yml) where it is included.
+    start = yaml.safe_load(START.read_text())
+    at = next(
+        i
+        for i, t in enumerate(start)
+        if t.get("ansible.builtin.include_tasks") == "start_download.yml"
+    )
+    assert start[at]["when"] == "_model_cache_action in ['start', 'restart']"
+    tasks = start[:at] + yaml.safe_load(START_DOWNLOAD.read_text()) + start[at + 1 :]
     flat = list(_tasks(tasks))
     names = [t.get("name") for t in flat]
     write = next(t for t in flat if "ansible.builtin.copy" in t and "hf_token" in str(t))

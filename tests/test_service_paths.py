@@ -62,7 +62,7 @@ SAFE = {
 }
 # Root tasks that name such a path without acting on it, and why.
 EXEMPT = {
-    "roles/model_cache/tasks/start.yml: Start the download in the background": (
+    "roles/model_cache/tasks/start_download.yml: Start the download in the background": (
         "systemd-run starts the download unit as the account (its uid and gid); HF_HOME is "
         "that unit's environment and working place, root opens nothing there"
     ),

@@ -141,7 +141,7 @@ def test_every_venv_of_the_collection_is_roots_with_a_root_cache():
     assert {p for p, _ in includes} >= {
         "roles/python_env/tasks/install.yml",
         "roles/sglang_router/tasks/install.yml",
-        "roles/model_cache/tasks/start.yml",
+        "roles/model_cache/tasks/start_download.yml",
     }
     for path, args in includes:
         assert args["python_env_venv_owner"] == "root", path
