@@ -113,7 +113,7 @@ def test_the_sweeps_run_only_on_the_plans_run():
     assert "_nccl_verify_plan.action == 'run'" in sweep["when"]
     skip = _named(steps, "recorded verdict instead")
     assert "_nccl_verify_plan.action == 'skip'" in skip["when"]
-    refuse = _named(verify, "Refuse to judge")
+    refuse = _named(_tasks("verdict.yml"), "Refuse to judge")
     assert "ansible.builtin.fail" in refuse
     keep = _named(steps, "Keep the verdict")["ansible.builtin.copy"]
     assert keep["dest"] == "{{ _nccl_verify_record }}" and keep["owner"] == "root"
