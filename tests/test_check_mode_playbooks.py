@@ -226,8 +226,8 @@ def test_site_check_on_a_blank_host_with_python_env(blank):
     assert "base : Create the service account" in planned
     assert "python_env : Create the tool venv for uv" in planned
     assert (
-        "sglang_server : Write the server environment file (0600), the units and the port rule"
-        in planned
+        "sglang_server : Write the launcher, the device script, the server environment file"
+        " (0600), the units and the port rule" in planned
     )
     assert "sglang_router : Render the systemd unit" in planned
     assert "metrics : Install the node exporter" in planned

@@ -70,6 +70,25 @@ def test_malformed_lines_ignored():
     assert dp.journal_entries(None) == []
 
 
+def test_missing_lists_what_apt_would_still_install():
+    status = CLEAN + (
+        "libgomp1:amd64\t12.2.0-14\tinstall ok installed\n"
+        "zlib1g:i386\t1:1.2.13\tinstall ok installed\n"
+        "half\t1\tinstall ok unpacked\n"
+        "leaving\t1\tdeinstall ok installed\n"
+    )
+    wanted = ["apt", "nvidia-open", "old-tool", "libgomp1", "zlib1g", "half", "leaving", "curl=8.0"]
+    # Installed (or held) as written, or as name:<native arch>; removed, other-arch, unfinished,
+    # marked for removal and versioned ones are missing, in the order given (apt decides).
+    expected = ["old-tool", "zlib1g", "half", "leaving", "curl=8.0"]
+    assert dp.missing(status, wanted, "amd64") == expected
+    # Without the native architecture a qualified entry does not count.
+    assert dp.missing(status, ["libgomp1"], "") == ["libgomp1"]
+    assert dp.missing(status, ["libgomp1:amd64"], "") == []
+    assert dp.missing(status, [], "amd64") == []
+    assert dp.missing(status, ["absent"], "amd64") == ["absent"]
+
+
 def test_module_documents_the_same_format():
     module = (ROOT / "plugins/modules/dpkg_state.py").read_text()
     assert "DPKG_QUERY_FORMAT" in module and "assess" in module

@@ -278,13 +278,13 @@ def _task_text(path, name):
         # Every file whose change restarts the server through the gate.
         (
             "sglang_server/tasks/configure.yml",
-            "Decide whether the config on the host has passed the gate",
+            "Decide whether the config on the host has passed the gate, and publish it",
             [
                 "_sglang_server_files.files.unit.changed",
                 "_sglang_server_files.files.env.changed",
                 "_sglang_server_files.files.devices_unit.changed",
-                "_sglang_server_libexec.files.launcher.changed",
-                "_sglang_server_libexec.files.devices_script.changed",
+                "_sglang_server_files.files.launcher.changed",
+                "_sglang_server_files.files.devices_script.changed",
                 "gpuhost.gpu.config_drift",
             ],
         ),

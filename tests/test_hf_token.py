@@ -25,6 +25,7 @@ TOKEN = "hf_tokenUnitTest0123456789"
 WRAPPER = ROOT / "roles/model_cache/files/gpuhost-hf-download"
 STANDIN = ROOT / "tests/standin/hf_standin.py"
 START = ROOT / "roles/model_cache/tasks/start.yml"
+START_DOWNLOAD = ROOT / "roles/model_cache/tasks/start_download.yml"
 
 
 def _argv(**over):
@@ -88,7 +89,15 @@ def _tasks(node):
 
 
 def test_start_writes_the_token_file_root_owned_and_removes_it_on_every_path():
-    tasks = yaml.safe_load(START.read_text())
+    # start.yml, with the block that starts a download (start_download.yml) where it is included.
+    start = yaml.safe_load(START.read_text())
+    at = next(
+        i
+        for i, t in enumerate(start)
+        if t.get("ansible.builtin.include_tasks") == "start_download.yml"
+    )
+    assert start[at]["when"] == "_model_cache_action in ['start', 'restart']"
+    tasks = start[:at] + yaml.safe_load(START_DOWNLOAD.read_text()) + start[at + 1 :]
     flat = list(_tasks(tasks))
     names = [t.get("name") for t in flat]
     write = next(t for t in flat if "ansible.builtin.copy" in t and "hf_token" in str(t))
@@ -98,14 +107,20 @@ def test_start_writes_the_token_file_root_owned_and_removes_it_on_every_path():
 
     def removes(task):
         f = task.get("ansible.builtin.file", {})
-        return f.get("path") == "{{ _model_cache_token_file }}" and f.get("state") == "absent"
+        entries = task.get("gpuhost.gpu.file_set", {}).get("files", [])
+        return any(
+            e.get("path") == "{{ _model_cache_token_file }}" and e.get("state") == "absent"
+            for e in [f, *entries]
+        )
 
     # A leftover of an interrupted run goes before anything else changes; the file written
     # for this start goes in an always: of the block that wrote it (success and failure).
-    assert removes(flat[names.index("Remove a hub token file an interrupted earlier run left")])
-    assert names.index("Remove a hub token file an interrupted earlier run left") < names.index(
-        write["name"]
+    leftover = names.index(
+        "Remove a hub token file an interrupted earlier run left, create HF_HOME and the marker"
+        " directory"
     )
+    assert removes(flat[leftover])
+    assert leftover < names.index(write["name"])
     block = next(t for t in tasks if write in list(_tasks(t.get("block"))))
     assert any(removes(t) for t in block.get("always", [])), "no always: removal"
     start = next(t for t in block["block"] if "model_cache_systemd_run" in str(t))

@@ -118,8 +118,8 @@ def test_preflight_and_wait_measure_by_revision():
     preflight = yaml.safe_load((ROOT / "roles/model_cache/tasks/preflight.yml").read_text())
     measure = next(t for t in preflight if "gpuhost.gpu.path_size" in t)
     assert measure["gpuhost.gpu.path_size"]["revision"] == "{{ _model_cache_revision }}"
-    main = (ROOT / "roles/model_cache/tasks/main.yml").read_text()
-    assert 'revision: "{{ _model_cache_revision }}"' in main
+    wait = (ROOT / "roles/model_cache/tasks/finish.yml").read_text()
+    assert 'revision: "{{ _model_cache_revision }}"' in wait
 
 
 def _standin():

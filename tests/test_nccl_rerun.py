@@ -106,13 +106,16 @@ def test_held_is_read_before_autotune_and_verify():
 
 def test_the_sweeps_run_only_on_the_plans_run():
     verify = _tasks("verify.yml")
-    sweep = _named(verify, "Run the all-reduce sweep")
+    # The sweep's steps are one include, entered only when nothing says why it cannot run.
+    assert _named(verify, "Sweep, or report")["when"] == "_nccl_verify_skip | length == 0"
+    steps = _tasks("sweep.yml")
+    sweep = _named(steps, "Run the all-reduce sweep")
     assert "_nccl_verify_plan.action == 'run'" in sweep["when"]
-    skip = _named(verify, "recorded verdict instead")
+    skip = _named(steps, "recorded verdict instead")
     assert "_nccl_verify_plan.action == 'skip'" in skip["when"]
-    refuse = _named(verify, "Refuse to judge")
+    refuse = _named(_tasks("verdict.yml"), "Refuse to judge")
     assert "ansible.builtin.fail" in refuse
-    keep = _named(verify, "Keep the verdict")["ansible.builtin.copy"]
+    keep = _named(steps, "Keep the verdict")["ansible.builtin.copy"]
     assert keep["dest"] == "{{ _nccl_verify_record }}" and keep["owner"] == "root"
     assert keep["mode"] == "0640"
     autotune = _named(_tasks("autotune.yml"), "Measure the derived env")

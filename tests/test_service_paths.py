@@ -62,7 +62,7 @@ SAFE = {
 }
 # Root tasks that name such a path without acting on it, and why.
 EXEMPT = {
-    "roles/model_cache/tasks/start.yml: Start the download in the background": (
+    "roles/model_cache/tasks/start_download.yml: Start the download in the background": (
         "systemd-run starts the download unit as the account (its uid and gid); HF_HOME is "
         "that unit's environment and working place, root opens nothing there"
     ),
@@ -224,8 +224,12 @@ def test_the_roles_use_service_path_where_root_makes_the_accounts_paths():
             "Create the gpuhost directories and the service account's directories",
         ),
         ("roles/python_env/tasks/configure.yml", "Create the JIT caches for the service account"),
-        ("roles/model_cache/tasks/start.yml", "Create HF_HOME and the completion marker directory"),
-        ("roles/model_cache/tasks/main.yml", "Write the completion marker"),
+        (
+            "roles/model_cache/tasks/start.yml",
+            "Remove a hub token file an interrupted earlier run left, create HF_HOME and the"
+            " marker directory",
+        ),
+        ("roles/model_cache/tasks/finish.yml", "Write the completion marker"),
     ):
         assert expected in uses
 

@@ -94,7 +94,7 @@ def test_the_scan_finds_the_known_runs_of_the_venv():
     for expected in (
         "roles/verify/tasks/bench.yml:Check that the venv has sglang.bench_serving",
         "roles/verify/tasks/bench.yml:Run bench_serving at each concurrency level",
-        "roles/nccl/tasks/verify.yml:Run the all-reduce sweep with the NCCL settings",
+        "roles/nccl/tasks/sweep.yml:Run the all-reduce sweep with the NCCL settings",
         "roles/nccl/tasks/preflight.yml:Read the NCCL version torch ships",
         "roles/python_env/tasks/verify.yml:"
         "Import sglang, flashinfer and torch and report their versions",
@@ -141,7 +141,7 @@ def test_every_venv_of_the_collection_is_roots_with_a_root_cache():
     assert {p for p, _ in includes} >= {
         "roles/python_env/tasks/install.yml",
         "roles/sglang_router/tasks/install.yml",
-        "roles/model_cache/tasks/start.yml",
+        "roles/model_cache/tasks/start_download.yml",
     }
     for path, args in includes:
         assert args["python_env_venv_owner"] == "root", path

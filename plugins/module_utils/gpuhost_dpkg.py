@@ -100,6 +100,25 @@ def assess(status_text: str | None, update_names: list[str] | None) -> dict:
     }
 
 
+def missing(status_text: str | None, wanted: list[str] | None, arch: str = "") -> list[str]:
+    """The names of `wanted` that dpkg does not list as installed ("install ok installed", or
+    "hold ok installed" for a held one), in the order given: what an apt install of them
+    would still do (role base installs only when one is missing). A name is installed when
+    dpkg-query lists it as it is written, or, unqualified, as `name:<arch>` with `arch` the
+    host's native architecture (dpkg-query qualifies Multi-Arch: same packages); anything
+    else (a version `=`, a pattern, another architecture) counts as missing, so apt decides."""
+    installed = {
+        p["name"]
+        for p in parse_status(status_text)
+        if p["want"] in ("install", "hold") and (p["flag"], p["state"]) == ("ok", "installed")
+    }
+
+    def present(name: str) -> bool:
+        return name in installed or bool(arch and ":" not in name and f"{name}:{arch}" in installed)
+
+    return [name for name in wanted or [] if not present(name)]
+
+
 def manual_fix(manual: list[dict]) -> str:
     """What a person runs for packages `dpkg --configure -a` cannot finish."""
     names = " ".join(p["name"] for p in manual)

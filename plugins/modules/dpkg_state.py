@@ -10,6 +10,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_dpkg import (
     DPKG_QUERY_FORMAT,
     assess,
     manual_fix,
+    missing,
 )
 
 DOCUMENTATION = r"""
@@ -27,6 +28,13 @@ options:
     description: dpkg's database directory.
     type: path
     default: /var/lib/dpkg
+  packages:
+    description:
+      - Package names to look up in the same read; C(missing) lists those dpkg does not
+        have installed (role C(base) runs apt only when one is).
+    type: list
+    elements: str
+    default: []
 author: gpuhost
 """
 
@@ -73,12 +81,19 @@ fix:
   description: What a person does for the manual packages ("" when there are none).
   returned: always
   type: str
+missing:
+  description: The names of I(packages) that are not installed, in the order given.
+  returned: always
+  type: list
 """
 
 
 def main():
     module = AnsibleModule(
-        argument_spec={"admindir": {"type": "path", "default": "/var/lib/dpkg"}},
+        argument_spec={
+            "admindir": {"type": "path", "default": "/var/lib/dpkg"},
+            "packages": {"type": "list", "elements": "str", "default": []},
+        },
         supports_check_mode=True,
     )
     admindir = module.params["admindir"]
@@ -94,8 +109,18 @@ def main():
     except OSError:
         updates = []
     found = assess(out, updates)
+    wanted = module.params["packages"]
+    arch = ""
+    if wanted:
+        rc, arch_out, _ = module.run_command(
+            ["dpkg", f"--admindir={admindir}", "--print-architecture"], check_rc=False
+        )
+        arch = arch_out.strip() if rc == 0 else ""
     module.exit_json(
-        changed=False, fix=manual_fix(found["manual"]) if found["manual"] else "", **found
+        changed=False,
+        fix=manual_fix(found["manual"]) if found["manual"] else "",
+        missing=missing(out, wanted, arch),
+        **found,
     )
 
 
