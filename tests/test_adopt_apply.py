@@ -13,6 +13,7 @@ import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_adopt_cutover as cut
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_adopt_apply as ap
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_adopt_clients as cl
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOK = ROOT / "playbooks" / "adopt_apply.yml"
@@ -60,28 +61,28 @@ def test_the_server_is_found_again_by_its_pid_or_the_run_stops():
 
 
 def test_the_old_listener_with_sglangs_defaults_and_where_the_host_reaches_it():
-    assert ap.old_listen({"flags": []}) == {
+    assert cl.old_listen({"flags": []}) == {
         "host": "127.0.0.1",
         "port": 30000,
         "api_key_set": False,
         "health_url": "http://127.0.0.1:30000/health",
     }
-    open_ = ap.old_listen({"flags": [["--host", "0.0.0.0"], ["--port", "8000"]]})
+    open_ = cl.old_listen({"flags": [["--host", "0.0.0.0"], ["--port", "8000"]]})
     assert open_["health_url"] == "http://127.0.0.1:8000/health" and open_["port"] == 8000
-    six = ap.old_listen({"flags": [["--host", "fd00::5"], ["--api-key", "<redacted>"]]})
+    six = cl.old_listen({"flags": [["--host", "fd00::5"], ["--api-key", "<redacted>"]]})
     assert six["health_url"] == "http://[fd00::5]:30000/health" and six["api_key_set"]
 
 
 def test_a_keyless_open_listener_tells_clients_to_send_the_key_and_keeps_the_port():
     old = {"host": "0.0.0.0", "port": 8000, "api_key_set": False}
-    said = ap.clients(old, {"host": "0.0.0.0", "port": "8000", "api_key_set": True})
+    said = cl.clients(old, {"host": "0.0.0.0", "port": "8000", "api_key_set": True})
     assert said[0] == "nothing about the port: 8000 is kept"
     assert any("Authorization: Bearer" in line and "took none" in line for line in said)
-    behind = ap.clients(old, {"host": "127.0.0.1", "port": 8000, "api_key_set": False})
+    behind = cl.clients(old, {"host": "127.0.0.1", "port": 8000, "api_key_set": False})
     assert any("router" in line for line in behind)
-    moved = ap.clients(old, {"host": "0.0.0.0", "port": 9000, "api_key_set": True})
+    moved = cl.clients(old, {"host": "0.0.0.0", "port": 9000, "api_key_set": True})
     assert moved[0] == "the port: 8000 -> 9000"
-    keyed = ap.clients({**old, "api_key_set": True}, {**old, "api_key_set": True})
+    keyed = cl.clients({**old, "api_key_set": True}, {**old, "api_key_set": True})
     assert not any("Authorization" in line for line in keyed)
 
 
@@ -196,7 +197,7 @@ def test_the_playbook_converges_records_stops_starts_and_restores_in_the_steps_o
     assert "include_vars" in str(plays[0]["tasks"][0])  # the proposal before validation
     where = {_step(t): (part, i) for i, (part, t) in enumerate(_tasks(plays[2])) if _step(t)}
     converge = ["base:main", "python_env:main", "nccl:main", "model_cache:adopt", "model_cache:main",
-                "sglang_server:{{ item }}"]  # fmt: skip
+                "sglang_server:preflight", "sglang_server:{{ item }}"]  # fmt: skip
     order = [where[s][1] for s in converge]
     assert order == sorted(order)
     assert where["model_cache:adopt"][1] < where["model_cache:main"][1]  # nothing downloads

@@ -1,12 +1,13 @@
 # Copyright: gpuhost contributors
 # Apache-2.0
-"""The decisions of `gpuhost adopt --apply` (plugins/plugin_utils/gpuhost_adopt_apply.py) for
-playbooks/adopt_apply.yml."""
+"""The decisions of `gpuhost adopt --apply` (plugins/plugin_utils/gpuhost_adopt_apply.py and
+gpuhost_adopt_clients.py) for playbooks/adopt_apply.yml."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_adopt_apply as _apply
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_adopt_clients as _clients
 
 
 def gpuhost_adopt_server(servers, pid):
@@ -19,12 +20,12 @@ def gpuhost_adopt_server(servers, pid):
 
 def gpuhost_adopt_listen(server):
     """server | gpuhost.gpu.adopt_listen: {host, port, api_key_set} of the old listener."""
-    return _apply.old_listen(server)
+    return _clients.old_listen(server)
 
 
 def gpuhost_adopt_clients(old, new):
     """old | gpuhost.gpu.adopt_clients(new): what the old server's clients must change."""
-    return _apply.clients(old, new)
+    return _clients.clients(old, new)
 
 
 class FilterModule:

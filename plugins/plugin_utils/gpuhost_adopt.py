@@ -293,7 +293,10 @@ def differences(server, inventory, chosen, extra, settings):
     for flag, value in sorted((chosen.get("flags") or {}).items()):
         if flag not in extra.get("flags", {}) and flag not in settings.get("_seen_flags", ()):
             out.append(f"the profile also sets {flag} {value}")
-    out.append("adopt changes nothing: the old process keeps running (--apply is planned)")
+    out.append(
+        "adopt changes nothing: the old process keeps running; gpuhost adopt --apply cuts over "
+        "(docs/adopt.md)"
+    )
     return out
 
 

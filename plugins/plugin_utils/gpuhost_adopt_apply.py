@@ -8,15 +8,15 @@
   playbooks/adopt_apply.yml follows it, tests/test_adopt_apply.py holds the two together);
 - from_proposal: which settings the proposal sets over the inventory's (the proposal file is
   loaded over the inventory, then everything is validated);
-- clients: what the clients of the old server must change, from the proposal's listen
-  decision and the settings the run validated;
-- outcome: the report of one host (cut over, or brought back after a failed gate).
+- server: the server the proposal was made of, found again at apply time.
+
+It imports nothing else of the collection: the CLI loads it from a file
+(src/gpuhost/plugin_code.py). The old listener and what its clients must change are
+gpuhost_adopt_clients.py.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import is_loopback
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_adopt import SERVER_PORT, SGLANG_HOST
 
 # The order of the cutover. Everything before "stop" runs beside the old server and needs no
 # GPU; "stop" is as late as it can be; "restore" runs only when "gate" failed.
@@ -72,23 +72,6 @@ def server(servers: list[dict], pid: int) -> dict:
     )
 
 
-def old_listen(found: dict) -> dict:
-    """{host, port, api_key_set, health_url} of a discovered server, with SGLang's
-    defaults; health_url: where the host itself reaches its /health (a wildcard listener on
-    loopback)."""
-    flags = dict((name, value) for name, value in found.get("flags") or [])
-    host = str(flags.get("--host", SGLANG_HOST))
-    port = int(flags.get("--port", SERVER_PORT))
-    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    reach = f"[{reach}]" if ":" in reach else reach
-    return {
-        "host": host,
-        "port": port,
-        "api_key_set": "--api-key" in flags,
-        "health_url": f"http://{reach}:{port}/health",
-    }
-
-
 def from_proposal(proposal: dict, inventory: dict) -> list[dict]:
     """Each setting the proposal sets, with the inventory's value it replaces (absent: none)."""
     out = []
@@ -98,27 +81,3 @@ def from_proposal(proposal: dict, inventory: dict) -> list[dict]:
             row["replaces"] = inventory[name]
         out.append(row)
     return out
-
-
-def clients(old: dict, new: dict) -> list[str]:
-    """What the clients of the old server must change. old: {host, port, api_key_set} of the
-    old listener (the proposal's listen decision); new: {host, port, api_key_set} the
-    managed server was validated with."""
-    said = []
-    if str(old.get("port")) != str(new.get("port")):
-        said.append(f"the port: {old.get('port')} -> {new.get('port')}")
-    else:
-        said.append(f"nothing about the port: {new.get('port')} is kept")
-    if is_loopback(str(new.get("host"))) and not is_loopback(str(old.get("host"))):
-        said.append(
-            f"the address: the server listens on {new.get('host')} only; clients on other "
-            "machines go through the router (docs/router.md)"
-        )
-    if new.get("api_key_set") and not old.get("api_key_set"):
-        said.append(
-            "the key: every request now needs 'Authorization: Bearer <sglang_server_api_key>' "
-            "(the old listener took none)"
-        )
-    elif new.get("api_key_set"):
-        said.append("nothing about the key, when sglang_server_api_key is the key the old server had")
-    return said
