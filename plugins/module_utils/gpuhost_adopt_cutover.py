@@ -89,14 +89,15 @@ def split_environ(raw: bytes) -> list[tuple[bytes, bytes]]:
 
 
 def _quoted(value: str) -> str:
-    return "'" + value.replace("'", "'\\''") + "'"
+    """Double quotes: systemd's parser takes a quote as one only at the start of a value, and
+    in double quotes a backslash escapes exactly \\, ", ` and $ (no expansion)."""
+    return '"' + re.sub(r'([\\"`$])', r"\\\1", value) + '"'
 
 
 def env_file(pairs: list[tuple[bytes, bytes]]) -> tuple[str, list[str]]:
     """The text of a systemd EnvironmentFile that gives back these variables exactly, and the
     names of those it cannot carry (a name systemd refuses, a value not UTF-8 or with a
-    control character): each value single-quoted, a quote as '\\'' (systemd.exec(5),
-    EnvironmentFile=)."""
+    control character): each value double-quoted (systemd.exec(5), EnvironmentFile=)."""
     lines, left_out = [], []
     for name, value in pairs:
         try:

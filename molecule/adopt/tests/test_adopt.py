@@ -114,7 +114,7 @@ def test_apply_check_changes_nothing(host, tmp_path):
     assert report["check"] is True
     assert server_pids(host) == [old_pid(host)] and health(host) == "200"
     assert not host.file(UNIT).exists
-    assert "would stop pid" in out
+    assert report["adopt_apply"][HOST]["check_mode"] is True
 
 
 # --- the way back -------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ def _applied(ctx: base.Context, proposals: dict[str, dict], facts: dict[str, dic
                 )
             )
         for line in done.get("clients") or []:
-            ctx.out.print(Text(_shown(f"{host}: clients must change {line}")))
+            ctx.out.print(Text(_shown(f"{host}: for clients: {line}")))
 
 
 def apply(args: argparse.Namespace, ctx: base.Context, written: dict, facts: dict) -> int:
