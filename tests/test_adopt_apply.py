@@ -40,9 +40,7 @@ def _record(**over):
 
 
 def test_a_host_with_none_or_several_servers_is_refused_naming_them():
-    ok, refused = ap.targets(
-        {"a": [{"pid": 1}], "b": [], "c": [{"pid": 7}, {"pid": 9}]}
-    )
+    ok, refused = ap.targets({"a": [{"pid": 1}], "b": [], "c": [{"pid": 7}, {"pid": 9}]})
     assert ok == {"a": {"pid": 1}}
     assert refused["b"] == "no hand-started SGLang server found"
     assert "2 hand-started SGLang servers (pids 7, 9)" in refused["c"]
@@ -53,7 +51,9 @@ def test_a_host_with_none_or_several_servers_is_refused_naming_them():
 def test_the_server_is_found_again_by_its_pid_or_the_run_stops():
     servers = [{"pid": 5}, {"pid": 4242, "user": "ml"}]
     assert ap.server(servers, "4242")["user"] == "ml"
-    with pytest.raises(ap.ApplyError, match=r"pid 4243: .*servers now: 5, 4242.*nothing was stopped"):
+    with pytest.raises(
+        ap.ApplyError, match=r"pid 4243: .*servers now: 5, 4242.*nothing was stopped"
+    ):
         ap.server(servers, 4243)
 
 
@@ -87,7 +87,9 @@ def test_a_keyless_open_listener_tells_clients_to_send_the_key_and_keeps_the_por
 
 
 def test_the_proposals_settings_and_what_they_replace():
-    rows = ap.from_proposal({"sglang_server_port": 8000, "x": 1}, {"sglang_server_port": 30000, "x": 1})
+    rows = ap.from_proposal(
+        {"sglang_server_port": 8000, "x": 1}, {"sglang_server_port": 30000, "x": 1}
+    )
     assert rows == [
         {"name": "sglang_server_port", "value": 8000, "replaces": 30000},
         {"name": "x", "value": 1},
@@ -100,7 +102,9 @@ def test_the_proposals_settings_and_what_they_replace():
 def test_proc_fields():
     stat = "4242 (python3 -m x) S 1 4242 4242 0 -1 4194560 " + " ".join(["0"] * 12) + " 777 0"
     assert cut.start_time(stat) == 777
-    assert cut.ids("Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\nGid:\t1002\t1002\t1002\t1002\n") == (
+    assert cut.ids(
+        "Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\nGid:\t1002\t1002\t1002\t1002\n"
+    ) == (
         1001,
         1002,
     )
@@ -111,7 +115,7 @@ def test_proc_fields():
 
 def test_the_environment_file_carries_each_value_exactly_and_says_what_it_cannot():
     pairs = cut.split_environ(
-        b"A=plain\0Q=it's\0D=$HOME \"x\" \\n\0NL=one\ntwo\0bad-name=1\0C=\x01\0U=\xff\0E=\0"
+        b'A=plain\0Q=it\'s\0D=$HOME "x" \\n\0NL=one\ntwo\0bad-name=1\0C=\x01\0U=\xff\0E=\0'
     )
     text, left_out = cut.env_file(pairs)
     # Checked against systemd 252's parser in molecule/adopt (byte-exact environ).
@@ -121,7 +125,9 @@ def test_the_environment_file_carries_each_value_exactly_and_says_what_it_cannot
 
 
 def test_the_restore_runs_as_the_user_in_its_cwd_with_its_env_file_and_log():
-    argv = cut.restore_argv(_record(), "gpuhost-adopt-restore-4242", "/var/lib/gpuhost/adopt/pid4242.env")
+    argv = cut.restore_argv(
+        _record(), "gpuhost-adopt-restore-4242", "/var/lib/gpuhost/adopt/pid4242.env"
+    )
     head = argv[: argv.index("--")]
     assert "--uid=1001" in head and "--gid=1001" in head
     assert "--working-directory=/home/ml" in head
@@ -168,7 +174,11 @@ def _st(mode, uid):
 
 def test_the_record_directory_must_be_roots_alone():
     cut.check_dir(_st(stat.S_IFDIR | 0o700, 0), "/var/lib/gpuhost/adopt")
-    for mode, uid in ((stat.S_IFDIR | 0o750, 0), (stat.S_IFDIR | 0o700, 1001), (stat.S_IFLNK | 0o700, 0)):
+    for mode, uid in (
+        (stat.S_IFDIR | 0o750, 0),
+        (stat.S_IFDIR | 0o700, 1001),
+        (stat.S_IFLNK | 0o700, 0),
+    ):
         with pytest.raises(cut.CutoverError, match="owned by root with mode 0700"):
             cut.check_dir(_st(mode, uid), "/var/lib/gpuhost/adopt")
 
@@ -197,8 +207,15 @@ def test_the_playbook_converges_records_stops_starts_and_restores_in_the_steps_o
     assert plays[1]["ansible.builtin.import_playbook"] == "validate.yml"
     assert "include_vars" in str(plays[0]["tasks"][0])  # the proposal before validation
     where = {_step(t): (part, i) for i, (part, t) in enumerate(_tasks(plays[2])) if _step(t)}
-    converge = ["base:main", "python_env:main", "nccl:main", "model_cache:adopt", "model_cache:main",
-                "sglang_server:preflight", "sglang_server:{{ item }}"]  # fmt: skip
+    converge = [
+        "base:main",
+        "python_env:main",
+        "nccl:main",
+        "model_cache:adopt",
+        "model_cache:main",
+        "sglang_server:preflight",
+        "sglang_server:{{ item }}",
+    ]
     order = [where[s][1] for s in converge]
     assert order == sorted(order)
     assert where["model_cache:adopt"][1] < where["model_cache:main"][1]  # nothing downloads

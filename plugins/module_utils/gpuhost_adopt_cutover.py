@@ -159,8 +159,8 @@ def restore_argv(record: dict[str, Any], unit: str, env_path: str) -> list[str]:
         "--",
     ]
     if record["output"]:
-        return run + ["/bin/sh", "-c", APPEND, record["output"], *argv]
-    return run + list(argv)
+        return [*run, "/bin/sh", "-c", APPEND, record["output"], *argv]
+    return [*run, *argv]
 
 
 def descendants(parents: dict[int, int], pid: int) -> list[int]:
@@ -208,4 +208,3 @@ def load(raw: bytes) -> dict[str, Any]:
     data = json.loads(raw)
     data["environ"] = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in data["environ"]]
     return data
-

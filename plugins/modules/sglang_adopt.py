@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # Copyright: gpuhost contributors
 # Apache-2.0
-"""Record, stop and restore a hand-started SGLang server (the cutover of `gpuhost adopt --apply`)."""
+"""Record, stop and restore a hand-started SGLang server (`gpuhost adopt --apply`)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,14 @@ options:
     default: []
   dir: {description: The root-only directory of the record., type: path, required: true}
   stop_timeout: {description: Seconds from SIGTERM to SIGKILL., type: int, default: 60}
-  gpu_timeout: {description: Seconds to wait for the GPU memory to be free., type: int, default: 60}
-  unit: {description: The transient unit's name (restored)., type: str, default: gpuhost-adopt-restore}
+  gpu_timeout:
+    description: Seconds to wait for the GPU memory to be free.
+    type: int
+    default: 60
+  unit:
+    description: The transient unit's name (restored).
+    type: str
+    default: gpuhost-adopt-restore
 author: gpuhost contributors
 """
 
@@ -60,7 +66,8 @@ record:
   type: dict
   returned: always
 stopped:
-  description: (stopped) signal (TERM or KILL, or "" when it was gone), waited_s, gpu (free or why unknown).
+  description: (stopped) signal (TERM or KILL, or "" when it was gone), waited_s, gpu (free,
+    or why unknown).
   type: dict
   returned: when state is stopped
 restored:
@@ -189,7 +196,7 @@ def stop(module, rec, stop_timeout, gpu_timeout):
         time.sleep(0.2)
     gpu, waited = "free", time.monotonic()
     while True:
-        rc, out, err = module.run_command(
+        rc, out, _ = module.run_command(
             ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"]
         )
         held = cut.gpu_pids(out) if rc == 0 else None
@@ -230,7 +237,11 @@ def restore(module, rec, folder, unit):
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["recorded", "stopped", "restored"], "required": True},
+            "state": {
+                "type": "str",
+                "choices": ["recorded", "stopped", "restored"],
+                "required": True,
+            },
             "pid": {"type": "int", "required": True},
             "argv": {"type": "list", "elements": "str", "default": []},
             "dir": {"type": "path", "required": True},

@@ -17,7 +17,6 @@ gpuhost_adopt_clients.py.
 
 from __future__ import annotations
 
-
 # The order of the cutover. Everything before "stop" runs beside the old server and needs no
 # GPU; "stop" is as late as it can be; "restore" runs only when "gate" failed.
 STEPS = (

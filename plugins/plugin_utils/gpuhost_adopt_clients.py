@@ -51,5 +51,7 @@ def clients(old: dict, new: dict) -> list[str]:
             "(the old listener took none)"
         )
     elif new.get("api_key_set"):
-        said.append("nothing about the key, when sglang_server_api_key is the key the old server had")
+        said.append(
+            "nothing about the key, when sglang_server_api_key is the key the old server had"
+        )
     return said

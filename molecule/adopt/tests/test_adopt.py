@@ -71,7 +71,9 @@ def proc_of(host, pid: int) -> dict:
 
 
 def health(host, port: int = 8000) -> str:
-    return host.run(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health").stdout
+    return host.run(
+        f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/health"
+    ).stdout
 
 
 # --- the proposal -------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ def test_a_failed_gate_brings_the_old_command_back_exactly(host, tmp_path):
     before = proc_of(host, pid)
     log_before = host.file("/home/ml/sglang.log").content
     fault = json.dumps({"sglang_server_extra_env": {"SGLANG_STANDIN_FAULT": "never-healthy"}})
-    rc, report, out = adopt(tmp_path, "--apply", "-e", fault)
+    rc, _, out = adopt(tmp_path, "--apply", "-e", fault)
     assert rc == 1, out[-4000:]
     assert "failed its gate" in out and "answers /health again" in out, out[-4000:]
     assert not host.service(SERVICE).is_running and not host.service(SERVICE).is_enabled
