@@ -5,8 +5,11 @@ molecule/adopt."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -225,3 +228,40 @@ def test_the_playbook_converges_records_stops_starts_and_restores_in_the_steps_o
     nccl = next(t for _, t in _tasks(plays[2]) if _step(t) == "nccl:main")
     assert nccl["vars"] == {"nccl_verify": False, "nccl_autotune": False}
     assert ap.STEPS.index("record") < ap.STEPS.index("stop") < ap.STEPS.index("gate")
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+
+def _gpuhost(tmp_path, *args):
+    from gpuhost_fakes import cli_env
+
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = tmp_path / "hosts.json"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_hosts": {"hosts": {"h": host}}}}}))
+    cmd = [str(Path(sys.executable).parent / "gpuhost"), "adopt", "-i", str(inventory), *args]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=cli_env(tmp_path / "runs"), timeout=180,
+        check=False,
+    )  # fmt: skip
+
+
+def test_check_without_apply_is_refused_before_any_run(tmp_path):
+    proc = _gpuhost(tmp_path, "--check")
+    assert proc.returncode == 2
+    assert "--check goes with --apply" in proc.stdout + proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_apply_refuses_a_host_without_a_server_and_runs_no_cutover(tmp_path):
+    # --check: where a server does run on this machine (another session's, a container's),
+    # the cutover that follows is a dry run, and the test skips.
+    proc = _gpuhost(tmp_path, "--apply", "--check", "-e", "ansible_become=false")
+    runs = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir() and not p.is_symlink())
+    report = json.loads((runs[0] / "report.json").read_text())
+    if report.get("adopt", {}).get("h"):
+        pytest.skip("a server ran on this machine during the test: " + report["adopt"]["h"][0])
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert "nothing was changed; refused on h: no hand-started SGLang server found" in said
+    assert len(runs) == 1  # the read-only look only: adopt_apply.yml never ran
