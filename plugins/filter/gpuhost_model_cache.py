@@ -18,8 +18,11 @@ from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_model_c
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
 
 
-def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margin_gib):
+def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margin_gib, adopt=None):
     space = plain(space)
+    # What adopting a user's cache (hf_cache_adopt in check mode) would link or find there.
+    adopt = plain(adopt) or {}
+    linked = int(adopt.get("bytes_linked") or 0) + int(adopt.get("bytes_reused") or 0)
     total = int(space.get("bytes") or 0)
     # Measured per revision (path_size's revision option): the files of other revisions stay
     # beside the new one and are not part of its download.
@@ -36,6 +39,7 @@ def model_cache_disk_finding(space, hf_home, model, size_gib, profile_gib, margi
             margin_gib=float(margin_gib),
             partial_bytes=mine,
             kept_bytes=int(space.get("other_revision_bytes", max(0, total - mine)) or 0),
+            linked_bytes=linked,
         )
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(str(exc)) from None

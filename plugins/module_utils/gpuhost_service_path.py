@@ -239,23 +239,39 @@ def ensure_directory(
     path: str, owner: str, group: str, mode: int, check: bool = False
 ) -> dict[str, Any]:
     """Make path a directory of owner:group with mode (fixed: what was wrong with it)."""
-    uid, gid = _ids(owner, group, check)
-    with _at_leaf(path, check) as (fd, leaf, where, full, st, fds, created):
+    with opened_directory(path, owner, group, mode, check) as (_dfd, result):
+        return result
+
+
+@contextlib.contextmanager
+def opened_directory(
+    path: str, owner: str | None = None, group: str = "", mode: int = 0, check: bool = False
+):
+    """Yield (descriptor, result) of the directory at path, found by the walk's rules.
+
+    With owner: as ensure_directory (made if missing, owner, group and mode set), the
+    descriptor None in check mode when it would be made. Without: an existing directory
+    opened as it is, nothing made or changed (ServicePathError when it is missing)."""
+    uid, gid = _ids(owner, group, check) if owner is not None else (None, None)
+    with _at_leaf(path, check or owner is None) as (fd, leaf, where, full, st, fds, created):
         if st is None:
+            if owner is None:
+                raise ServicePathError(f"{full} does not exist (or a directory above it)")
             created.append(full)
             if check:
-                return _result(True, full, created, [])
+                yield None, _result(True, full, created, [])
+                return
             with contextlib.suppress(FileExistsError):
                 os.mkdir(leaf, 0o700, dir_fd=fd)
         elif not stat.S_ISDIR(st.st_mode):
             _refuse(full, _what(st, fd, leaf), where, os.fstat(fd), "a directory")
         dfd = _open_dir(fd, leaf, full, where)
         fds.append(dfd)
-        wrong = [] if st is None else _wrong(os.fstat(dfd), uid, gid, mode)
+        wrong = [] if st is None or owner is None else _wrong(os.fstat(dfd), uid, gid, mode)
         if (st is None or wrong) and not check:
             os.fchown(dfd, uid, gid)
             os.fchmod(dfd, mode)
-        return _result(bool(wrong or created), full, created, wrong)
+        yield dfd, _result(bool(wrong or created), full, created, wrong)
 
 
 def write_file(

@@ -88,6 +88,7 @@ def disk_finding(
     margin_gib: float,
     partial_bytes: int = 0,
     kept_bytes: int = 0,
+    linked_bytes: int = 0,
 ) -> dict:
     """A finding (docs/facts.md) for the model's download against the cache's filesystem.
 
@@ -95,19 +96,23 @@ def disk_finding(
     left, plus the margin. Other revisions (`kept_bytes`, the one serving while a new one
     downloads beside it) already take their space out of the free bytes and stay: they are
     named, never credited. A size that is not known checks the margin only, and says so.
+    `linked_bytes`: what adopting a user's hub cache (model_cache_adopt_from) hard links or
+    finds already there: it takes no new space (what it copies does).
     """
     if float(margin_gib) < 0:
         raise ValueError(f"model_cache_free_margin_gib: got {margin_gib}; allowed: 0 or more GiB")
     if int(free_bytes) < 0:
         raise ValueError(f"free bytes on {probe_path}: got {free_bytes}; allowed: >= 0")
     size_bytes = float(size_gib) * GIB
-    remaining = max(0.0, size_bytes - int(partial_bytes))
+    remaining = max(0.0, size_bytes - int(partial_bytes) - int(linked_bytes))
     needed = remaining + float(margin_gib) * GIB
     where = (
         hf_home if probe_path in ("", hf_home) else f"{hf_home} (on the filesystem of {probe_path})"
     )
     have = f"{_fmt_gib(free_bytes)} free for {where}"
     already = f", {human(partial_bytes)} already downloaded" if partial_bytes else ""
+    if linked_bytes > 0:
+        already += f", {human(linked_bytes)} hard linked from model_cache_adopt_from (no new space)"
     if kept_bytes > 0:
         already += f", {human(kept_bytes)} of other revisions kept beside it"
     size_text = (

@@ -6,7 +6,8 @@ point `model_cache_hf_cli` at this script. It implements the one command the rol
 
     hf download REPO_ID [--revision REV] [--max-workers N] [--include PATTERN ...]
 
-and writes a small fake model into $HF_HOME/hub in the hub cache layout (blobs/,
+and writes a small fake model into $HF_HOME/hub in the hub cache layout (blobs/ named by
+their etag as the hub's are: the sha256 of a weights file, the git blob sha1 of config.json;
 snapshots/<commit>/ links, refs/<revision>), chunk by chunk through `*.incomplete` files,
 resuming any it finds - what the real client does on an interrupted download.
 
@@ -146,7 +147,7 @@ def main() -> int:
     size = int(os.environ.get("HF_STANDIN_FILE_MIB", "4"))
     delay = float(os.environ.get("HF_STANDIN_CHUNK_DELAY", "0.02"))
     fail_after = int(os.environ.get("HF_STANDIN_FAIL_AFTER_MIB", "0"))
-    files = {"config.json": json.dumps({"model_type": "standin", "repo": args.repo_id}).encode()}
+    files = {"config.json": config_json(args.repo_id, commit)}
     for index in range(count):
         files[f"model-{index + 1:05d}-of-{count:05d}.safetensors"] = None
     print(f"Fetching {len(files)} files", flush=True)
@@ -156,20 +157,22 @@ def main() -> int:
     written = 0
     resumed = 0
     for name, content in files.items():
-        blob_id = hashlib.sha256(f"{commit}/{name}".encode()).hexdigest()
-        blob = os.path.join(repo, "blobs", blob_id)
+        total = len(content) if content is not None else size * MIB
+        blob = os.path.join(repo, "blobs", etag(commit, name, content, total))
         if not os.path.exists(blob):
             partial = blob + ".incomplete"
             have = os.path.getsize(partial) if os.path.exists(partial) else 0
-            total = len(content) if content is not None else size * MIB
             if have:
                 print(f"resuming {name} at {have // MIB} MiB", flush=True)
                 resumed += have
             with open(partial, "ab") as out:
                 while have < total:
                     chunk = (
-                        content[have:] if content is not None else b"\0" * min(MIB, total - have)
+                        content[have:]
+                        if content is not None
+                        else weights_chunk(commit, name, have // MIB)[have % MIB :]
                     )
+                    chunk = chunk[: total - have]
                     out.write(chunk)
                     out.flush()
                     have += len(chunk)
@@ -190,6 +193,27 @@ def main() -> int:
     _log(args, written, resumed, done=True)
     print(snapshot, flush=True)
     return 0
+
+
+def config_json(repo_id, commit):
+    """The fake model's config.json (it names its commit, so each revision has its own blob)."""
+    return json.dumps({"model_type": "standin", "repo": repo_id, "commit": commit}).encode()
+
+
+def weights_chunk(commit, name, index):
+    """MiB number `index` of a fake weights file: distinct per commit, file and MiB."""
+    return hashlib.sha256(f"{commit}/{name}/{index}".encode()).digest() * (MIB // 32)
+
+
+def etag(commit, name, content, total):
+    """The blob's name, as the hub's etag is: the sha256 of an LFS file's content (the
+    weights), the git blob sha1 of a regular git file (config.json, given as `content`)."""
+    if content is not None:
+        return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    digest = hashlib.sha256()
+    for index in range((total + MIB - 1) // MIB):
+        digest.update(weights_chunk(commit, name, index)[: total - index * MIB])
+    return digest.hexdigest()
 
 
 def commit_of(repo_id, revision):
