@@ -89,16 +89,6 @@ def test_a_keyless_open_listener_tells_clients_to_send_the_key_and_keeps_the_por
     assert not any("Authorization" in line for line in keyed)
 
 
-def test_the_proposals_settings_and_what_they_replace():
-    rows = ap.from_proposal(
-        {"sglang_server_port": 8000, "x": 1}, {"sglang_server_port": 30000, "x": 1}
-    )
-    assert rows == [
-        {"name": "sglang_server_port", "value": 8000, "replaces": 30000},
-        {"name": "x", "value": 1},
-    ]
-
-
 # --- the record, and the command that brings the old server back ------------------------------
 
 

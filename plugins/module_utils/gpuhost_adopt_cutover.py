@@ -29,20 +29,6 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_discove
     redact_argv,
 )
 
-# What systemd puts in a service's environment beyond its EnvironmentFile (systemd.exec(5),
-# "Environment Variables in Spawned Processes"): the restored process has these besides the
-# old one's variables (HOME, USER, LOGNAME, SHELL and PATH only where the old one had none).
-SYSTEMD_ADDS = (
-    "INVOCATION_ID",
-    "JOURNAL_STREAM",
-    "SYSTEMD_EXEC_PID",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "PATH",
-    "LANG",
-)
 _NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # A control character systemd refuses in a value (tab and newline it keeps).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

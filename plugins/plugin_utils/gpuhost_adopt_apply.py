@@ -6,8 +6,6 @@
   before anything changes;
 - STEPS: the order of the cutover, the one place it is written (the playbook
   playbooks/adopt_apply.yml follows it, tests/test_adopt_apply.py holds the two together);
-- from_proposal: which settings the proposal sets over the inventory's (the proposal file is
-  loaded over the inventory, then everything is validated);
 - server: the server the proposal was made of, found again at apply time.
 
 It imports nothing else of the collection: the CLI loads it from a file
@@ -69,14 +67,3 @@ def server(servers: list[dict], pid: int) -> dict:
         f"pid {pid}: the server the proposal was made of is not running any more (servers "
         f"now: {now}); nothing was stopped: run gpuhost adopt --apply again"
     )
-
-
-def from_proposal(proposal: dict, inventory: dict) -> list[dict]:
-    """Each setting the proposal sets, with the inventory's value it replaces (absent: none)."""
-    out = []
-    for name, value in sorted((proposal or {}).items()):
-        row = {"name": name, "value": value}
-        if name in inventory and inventory[name] != value:
-            row["replaces"] = inventory[name]
-        out.append(row)
-    return out

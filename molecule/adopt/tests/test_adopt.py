@@ -29,7 +29,8 @@ KEY = "gpuhost-test-adoptkey-2b7e9c41d0"  # host_vars
 HF_TOKEN = "hf_adoptTestToken4d1f8e07"  # prepare.yml
 UNIT = "/etc/systemd/system/sglang-server.service"
 SERVICE = "sglang-server"
-# What systemd adds to a service's environment (module_utils/gpuhost_adopt_cutover.py).
+# What systemd adds to a service's environment (systemd.exec(5), "Environment Variables in
+# Spawned Processes"; docs/adopt.md, the way back).
 SYSTEMD_ADDS = {"INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID", "HOME", "USER",
                 "LOGNAME", "SHELL", "PATH", "LANG"}  # fmt: skip
 OUTPUTS: list[str] = []
