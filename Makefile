@@ -11,7 +11,7 @@ export ANSIBLE_FORCE_COLOR ?= 0
 STAGE := scripts/stage.sh
 UV_VERSION := 0.9.30
 # Every molecule scenario make test runs, in order; each has a folder under molecule/.
-MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics
+MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics adopt
 # make test runs them in two lanes side by side. One scenario keeps one core busy (ansible-playbook
 # and its modules run one after another), so with all of them in one lane a 2-core machine sat
 # half idle for ~30 min once the unit tests were done. The two longest go in the molecule lane,

@@ -26,6 +26,9 @@ Not run here, and why:
 - playbooks/vm.yml, vm_destroy.yml, rebuild.yml: they need a Proxmox API (group
   proxmox_vms, run on the controller) and, for rebuild, a Proxmox node over SSH;
   tests/test_proxmox_rebuild.py runs them against the Proxmox stand-in;
+- playbooks/adopt_apply.yml: `gpuhost adopt --apply` runs it only on a host with one
+  hand-started server (a blank host has none, and the CLI refuses it before any run);
+  molecule/adopt runs its check mode (`--apply --check`) beside such a server;
 - playbooks/rollback.yml runs and must fail: a blank host has no previous config to go
   back to, and check mode says so as a real run would;
 

@@ -270,8 +270,8 @@ def differences(server, inventory, chosen, extra, settings):
         f"{server.get('venv') or 'the old one'}",
         "hardening: ProtectHome=yes hides home directories from the unit, so it cannot read "
         f"{model.get('hub_cache') or 'a cache under a home directory'}; the weights are loaded "
-        "from the managed cache (model_cache_hf_home), moved there without a new download by "
-        "issue 31 item 2 (planned)",
+        "from the managed cache (model_cache_hf_home), linked or copied there without a new "
+        "download by gpuhost adopt --apply (model_cache_adopt_from)",
         "health gate: a start counts only once /health answers and the known question is "
         "answered right; a failed gate rolls back",
         "keys: the client key reaches the server on stdin from a root-only file, and an admin "
@@ -293,7 +293,10 @@ def differences(server, inventory, chosen, extra, settings):
     for flag, value in sorted((chosen.get("flags") or {}).items()):
         if flag not in extra.get("flags", {}) and flag not in settings.get("_seen_flags", ()):
             out.append(f"the profile also sets {flag} {value}")
-    out.append("adopt changes nothing: the old process keeps running (--apply is planned)")
+    out.append(
+        "adopt changes nothing: the old process keeps running; gpuhost adopt --apply cuts over "
+        "(docs/adopt.md)"
+    )
     return out
 
 

@@ -2,7 +2,10 @@
 that reproduce them (read-only; docs/adopt.md, issue 31 item 1).
 
 Runs playbooks/adopt.yml, always in check mode (nothing on a host can change), through the
-same run record, progress and summary as every other command. The proposal of each host
+same run record, progress and summary as every other command. With --apply (item 3) it then
+runs playbooks/adopt_apply.yml on the hosts with exactly one server (refusing all when a host
+has none or several, before any change): the gated cutover to the managed unit, with the way
+back; --apply --check is its dry run. The proposal of each host
 (the cacheable fact gpuhost_adopt) is written as <run dir>/adopt/<host>.yml: the settings,
 ready for host_vars, under a comment that lists every flag, variable and package as kept,
 dropped or changed with its reason. Exit 0 when a server was found and proposed on every
@@ -12,6 +15,7 @@ host, 1 when a host has none (or the run failed), 2 on bad input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import textwrap
 from pathlib import Path
@@ -21,14 +25,17 @@ from rich.text import Text
 
 from gpuhost import record, rundir, runfacts, summary
 from gpuhost.commands import base
-from gpuhost.errors import EXIT_FAILED, EXIT_OK
+from gpuhost.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from gpuhost.plugin_code import plugin_utils
+from gpuhost.project import resolve_playbook
 
 NAME = "adopt"
 HELP = (
     "find hand-started SGLang servers and propose the settings that reproduce them "
-    "(read-only; writes <run dir>/adopt/<host>.yml)"
+    "(read-only; writes <run dir>/adopt/<host>.yml); --apply cuts over to the managed unit"
 )
 FACT = "gpuhost_adopt"
+APPLIED = "gpuhost_adopt_apply"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 # What could end a comment line and start YAML of its own (YAML's line breaks include NEL,
 # LS and PS): the host's strings (a flag's value, a path) are shown escaped.
@@ -41,6 +48,15 @@ def _shown(text: object) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     base.add_run_arguments(parser, check_flag=False)
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        help="then cut over: converge beside the old server, stop it, start the managed unit, "
+        "gate it; the old command comes back when the gate fails (docs/adopt.md)",
+    )
+    parser.add_argument(
+        "-C", "--check", action="store_true", help="with --apply: a dry run, change nothing"
+    )
 
 
 def _comment(text: str, indent: str = "#   ") -> list[str]:
@@ -119,16 +135,82 @@ def _table(ctx: base.Context, facts: dict[str, dict], written: dict[str, list[st
             ctx.out.print(Text(_shown(f"Proposal for {host}: {path}")))
 
 
+def _applied(ctx: base.Context, proposals: dict[str, dict], facts: dict[str, dict]) -> None:
+    """What --apply did on each host: the settings from the proposal, the old pid, the unit,
+    the port, what clients must change."""
+    for host, proposal in sorted(proposals.items()):
+        done = (facts.get(host) or {}).get(APPLIED) or {}
+        settings = ", ".join(sorted(proposal["inventory"]))
+        ctx.out.print(Text(_shown(f"{host}: settings from the proposal: {settings}")))
+        if not done:
+            ctx.out.print(Text(f"{host}: the cutover did not run (see the failures above)"))
+            continue
+        if done.get("check_mode"):
+            ctx.out.print(Text(_shown(f"{host}: check mode: pid {done['old_pid']} left running")))
+        elif done.get("ok"):
+            ctx.out.print(
+                Text(
+                    _shown(
+                        f"{host}: pid {done['old_pid']} stopped (SIG{done['stopped'].get('signal')}"
+                        f", GPU memory {done['stopped'].get('gpu')}); {done['service']} active "
+                        f"and gated on port {done['port']}"
+                    )
+                )
+            )
+        for line in done.get("clients") or []:
+            ctx.out.print(Text(_shown(f"{host}: for clients: {line}")))
+
+
+def apply(args: argparse.Namespace, ctx: base.Context, written: dict, facts: dict) -> int:
+    """The cutover on every host with one server; all are refused when one has none or
+    several (nothing changed yet)."""
+    decide = plugin_utils("gpuhost_adopt_apply", ctx.project.root)
+    found = {host: (f.get(FACT) or {}).get("servers") or [] for host, f in facts.items()}
+    for host in written:
+        found.setdefault(host, [])
+    chosen, refused = decide.targets(found)
+    if refused or not chosen:
+        ctx.err.print(Text(_shown(decide.refusal(refused or {"(all)": "no host"})), style="red"))
+        return EXIT_FAILED
+    args.playbook = str(ctx.project.root / "playbooks" / "adopt_apply.yml")
+    request = base.request_from_args(args, ctx, NAME)
+    targets = {h: {"file": written[h][0], "pid": p["pid"]} for h, p in chosen.items()}
+    request = dataclasses.replace(
+        request,
+        playbook=resolve_playbook(args.playbook, ctx.project),
+        limit=",".join(sorted(chosen)),
+        check=bool(args.check),
+        extra_vars={**request.extra_vars, "gpuhost_adopt_targets": targets},
+    )
+    rep = base.execute(ctx, request, json_output=args.json)
+    done = runfacts.facts_from_events(Path(rep["run_dir"]), names=(APPLIED,))
+    rep["adopt_apply"] = {host: (done.get(host) or {}).get(APPLIED) for host in chosen}
+    record.write_report(rundir.RunDir(Path(rep["run_dir"])), rep)
+    code = base.emit(ctx, rep, json_output=args.json, show_findings=False)
+    if not args.json:
+        _applied(ctx, chosen, done)
+    return code
+
+
 def run(args: argparse.Namespace, ctx: base.Context) -> int:
+    if args.check and not args.apply:
+        ctx.err.print(Text("--check goes with --apply: gpuhost adopt alone changes nothing"))
+        return EXIT_USAGE
     base.default_playbook(args, ctx, "adopt.yml")
     request = base.request_from_args(args, ctx, NAME)
     request.check = True  # read-only by construction, whatever the playbook holds
+    # --tags / --skip-tags select stages of the cutover (adopt_apply.yml); the look is whole.
+    request.tags = request.skip_tags = None
     rep = base.execute(ctx, request, json_output=args.json)
     run_dir = Path(rep["run_dir"])
     facts = runfacts.facts_from_events(run_dir, names=(FACT,))
     written = write(run_dir, facts)
     rep["adopt"] = written
     record.write_report(rundir.RunDir(run_dir), rep)
+    if args.apply and record.STATUS_EXIT[rep["status"]] == EXIT_OK:
+        if not args.json:
+            _table(ctx, facts, written)
+        return apply(args, ctx, written, facts)
     code = base.emit(ctx, rep, json_output=args.json, show_findings=False)
     if code != EXIT_OK:
         return code
