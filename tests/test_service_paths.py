@@ -59,6 +59,8 @@ SAFE = {
     "(stat, no read), a ref read only when a regular file",
     "gpuhost.gpu.download_wait": "read-only: path_size's sizes",
     "gpuhost.gpu.doctor": "read-only: statvfs of the cache dir",
+    "gpuhost.gpu.hf_cache_adopt": "the destination through service_path's opened_directory walk, "
+    "each entry by its directory's descriptor (O_NOFOLLOW, O_EXCL temp names, rename in place)",
 }
 # Root tasks that name such a path without acting on it, and why.
 EXEMPT = {

@@ -3,6 +3,7 @@ through the real ansible-playbook (playbooks/preflight.yml on localhost, connect
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -349,6 +350,8 @@ def test_good_input_passes_with_no_change():
 PLAYBOOKS = sorted(p.name for p in (ROOT / "playbooks").glob("*.yml") if p.name != "validate.yml")
 # One tag of each playbook's own stage: the run selects it and still stops in validation.
 STAGE_TAG = {
+    "adopt.yml": "adopt",
+    "adopt_apply.yml": "server",
     "bench.yml": "bench",
     "doctor.yml": "doctor",
     "metrics.yml": "metrics",
@@ -371,10 +374,22 @@ def test_every_playbook_has_a_stage_tag_here():
     assert sorted(STAGE_TAG) == PLAYBOOKS
 
 
+# Playbooks whose first play loads per-host settings the CLI hands them (the path of each host's
+# proposal, gpuhost adopt --apply) before validate.yml, and the extra vars that name them.
+LOADS_FIRST = {"adopt_apply.yml": "Load the proposal"}
+
+
 @pytest.mark.parametrize("name", PLAYBOOKS)
 def test_every_playbook_validates_first(name):
     """validate.yml comes first, directly or through preflight.yml (update.yml)."""
     plays = _load(ROOT / "playbooks" / name)
+    if name in LOADS_FIRST:
+        # Its first play only loads each host's proposal (include_vars), so that validation
+        # sees the settings the run will use; it changes nothing.
+        assert [
+            next(k for k in t if k.startswith("ansible.builtin.")) for t in plays[0]["tasks"]
+        ] == ["ansible.builtin.include_vars"], name
+        plays = plays[1:]
     first = plays[0].get("ansible.builtin.import_playbook")
     assert first in ("validate.yml", "preflight.yml"), name
     if first == "preflight.yml":
@@ -445,12 +460,19 @@ def test_a_tag_selection_still_validates_first(name, tmp_path):
     """Each playbook run alone with one of its stage tags and a bad value stops in the
     validation task, before any change, naming the variable."""
     path = f"playbooks/{name}" if name != "site.yml" else "site.yml"
+    extra = []
+    if name in LOADS_FIRST:
+        proposal = tmp_path / "proposal.yml"
+        proposal.write_text("---\n{}\n")
+        targets = {"localhost": {"file": str(proposal), "pid": 1}}
+        extra = ["-e", json.dumps({"gpuhost_adopt_targets": targets})]
     proc = _run(
         path,
         "--tags",
         STAGE_TAG[name],
         "-e",
         "preflight_command_timeout=0",
+        *extra,
         inventory=_inventory(tmp_path),
     )
     out = proc.stdout + proc.stderr
@@ -460,7 +482,8 @@ def test_a_tag_selection_still_validates_first(name, tmp_path):
     recap = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+).*failed=(\d+)", out)
     assert recap and recap.group(2) == "0" and recap.group(3) == "1", out
     tasks = re.findall(r"^TASK \[(.+?)\]", out, re.M)
-    assert tasks == ["Validate every gpuhost setting before any change"], out
+    loads = [LOADS_FIRST[name]] if name in LOADS_FIRST else []
+    assert tasks == [*loads, "Validate every gpuhost setting before any change"], out
 
 
 def test_start_at_task_still_runs_the_roles_own_validation():
