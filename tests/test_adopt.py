@@ -301,3 +301,45 @@ def test_what_adopt_says_the_unit_sets_is_in_the_units_env_file():
         assert f"\n{name}={value}\n" in template
     for name in adopt_items.HUB_CACHE_ENV[:1]:
         assert f"\n{name}=" in template
+
+
+def test_the_models_lock_pin_is_the_branch_asked_for_and_the_commit_served(reference):
+    assert reference["lock_pin"] == {
+        "model": "lukealonso/GLM-5-NVFP4",
+        "branch": "main",
+        "sha": SHA,
+    }
+    # A server that asked for a commit needs no pin; a local path has none either.
+    server = copy.deepcopy(SERVER)
+    server["model"]["revision"] = SHA
+    assert propose(server)["lock_pin"] == {}
+    server["model"]["kind"] = "local"
+    assert propose(server)["lock_pin"] == {}
+
+
+def test_a_cutover_records_the_pin_in_the_models_lock_and_an_earlier_pin_wins(tmp_path):
+    from gpuhost.commands import adopt as command
+    from gpuhost.plugin_code import plugin_utils
+
+    lock = plugin_utils("gpuhost_models_lock", ROOT)
+    path = tmp_path / "models.lock.yml"
+    pin = {"model": "owner/m", "branch": "main", "sha": "a" * 40}
+    proposals = {
+        "h1": {"lock_pin": pin},
+        "h2": {"lock_pin": {**pin, "sha": "b" * 40}},
+        "h3": {"lock_pin": pin},
+    }
+    done = {
+        "h1": {command.APPLIED: {"ok": True}},
+        "h2": {command.APPLIED: {"ok": True}},
+        "h3": {command.APPLIED: {"ok": False}},  # its gate failed: nothing is recorded for it
+    }
+    lines = command.record_pins(lock, path, proposals, done)
+    assert lock.read_lock(path)["owner/m"]["main"]["sha"] == "a" * 40
+    assert lines[0].startswith("h1: models lock: owner/m main -> " + "a" * 40 + " (recorded")
+    assert lines[1].startswith("h2: the models lock pins owner/m main to " + "a" * 40)
+    assert len(lines) == 2
+    # Check mode and a failed cutover write nothing.
+    other = tmp_path / "other.lock.yml"
+    assert command.record_pins(lock, other, {"h3": {"lock_pin": pin}}, done) == []
+    assert not other.exists()

@@ -243,6 +243,16 @@ def closest_profile(library, model, tp, flags, gpu):
     return name, doc
 
 
+def lock_pin(model, model_id, revision):
+    """What the models lock records for a hub model the server serves from a branch: the
+    branch it asked for (--revision, else main) and the commit the hub cache holds for it;
+    {} for a sha (used as it is), a local path or a commit not found."""
+    branch = str(model.get("revision") or "main")
+    if model.get("kind") != "hub" or not revision or _SHA.fullmatch(branch):
+        return {}
+    return {"model": model_id, "branch": branch, "sha": revision}
+
+
 def _revision(model):
     """The commit the hub cache holds for the server's revision (or main), or ""."""
     wanted = model.get("revision") or "main"
@@ -437,4 +447,6 @@ def propose(server, gpu, host, library, catalogues, locks, settings=None):
         # proposal is made without it.
         "not_read": list(server.get("problems") or []) + list(model.get("problems") or []),
         "differences": differences(server, inventory, chosen, {"flags": extra_flags}, settings),
+        # For the models lock, after a cutover (gpuhost adopt --apply): model -> branch -> sha.
+        "lock_pin": lock_pin(model, model_id, revision),
     }
