@@ -180,6 +180,11 @@ def test_apply_serves_the_same_model_from_the_managed_unit(host, tmp_path):
     done = report["adopt_apply"][HOST]
     assert done["ok"] and done["old_pid"] == pid and str(done["port"]) == "8000"
     assert any("Authorization: Bearer" in line for line in done["clients"])
+    # The models lock beside the inventory records the commit it served for its branch (main).
+    pinned = yaml.safe_load((Path(INVENTORY).parent / "models.lock.yml").read_text())
+    sha = pinned["models"][MODEL]["main"]["sha"]
+    assert re.fullmatch(r"[0-9a-f]{40}", sha)
+    assert any(f"models lock: {MODEL} main -> {sha}" in line for line in report["adopt_lock"])
 
 
 def test_no_secret_in_any_output():
