@@ -330,16 +330,21 @@ def test_a_cutover_records_the_pin_in_the_models_lock_and_an_earlier_pin_wins(tm
         "h3": {"lock_pin": pin},
     }
     done = {
-        "h1": {command.APPLIED: {"ok": True}},
-        "h2": {command.APPLIED: {"ok": True}},
-        "h3": {command.APPLIED: {"ok": False}},  # its gate failed: nothing is recorded for it
+        "h1": {command.APPLIED: {"ok": True, "models_lock": str(path)}},
+        "h2": {command.APPLIED: {"ok": True, "models_lock": str(path)}},
+        # Its gate failed: nothing is recorded for it.
+        "h3": {command.APPLIED: {"ok": False, "models_lock": str(path)}},
+        # Pinning off for this host (sglang_server_models_lock: "").
+        "h4": {command.APPLIED: {"ok": True, "models_lock": ""}},
     }
-    lines = command.record_pins(lock, path, proposals, done)
+    proposals["h4"] = {"lock_pin": pin}
+    lines = command.record_pins(lock, proposals, done)
     assert lock.read_lock(path)["owner/m"]["main"]["sha"] == "a" * 40
     assert lines[0].startswith("h1: models lock: owner/m main -> " + "a" * 40 + " (recorded")
     assert lines[1].startswith("h2: the models lock pins owner/m main to " + "a" * 40)
     assert len(lines) == 2
-    # Check mode and a failed cutover write nothing.
+    # A failed cutover writes nothing.
     other = tmp_path / "other.lock.yml"
-    assert command.record_pins(lock, other, {"h3": {"lock_pin": pin}}, done) == []
+    failed = {"h3": {command.APPLIED: {"ok": False, "models_lock": str(other)}}}
+    assert command.record_pins(lock, {"h3": {"lock_pin": pin}}, failed) == []
     assert not other.exists()

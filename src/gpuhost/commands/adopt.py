@@ -24,7 +24,7 @@ import yaml
 from rich.text import Text
 
 from gpuhost import record, rundir, runfacts, summary
-from gpuhost.commands import base, models
+from gpuhost.commands import base
 from gpuhost.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from gpuhost.plugin_code import plugin_utils
 from gpuhost.project import resolve_playbook
@@ -161,19 +161,22 @@ def _applied(ctx: base.Context, proposals: dict[str, dict], facts: dict[str, dic
             ctx.out.print(Text(_shown(f"{host}: for clients: {line}")))
 
 
-def record_pins(lock, path: Path, proposals: dict[str, dict], done: dict[str, dict]) -> list[str]:
-    """After a cutover, the models lock (<inventory dir>/models.lock.yml) records the commit
-    each adopted server serves for the branch it asked for, so every later run, host and
-    rebuild serves that commit until `gpuhost models update`. An entry the lock has already
-    wins (the first writer wins, as for a resolve) and a different commit is said. Only hosts
-    whose cutover passed its gate; lines for the summary."""
+def record_pins(lock, proposals: dict[str, dict], done: dict[str, dict]) -> list[str]:
+    """After a cutover, the host's models lock (sglang_server_models_lock, by default
+    <inventory dir>/models.lock.yml) records the commit each adopted server serves for the
+    branch it asked for, so every later run, host and rebuild serves that commit until
+    `gpuhost models update`. An entry the lock has already wins (the first writer wins, as for
+    a resolve) and a different commit is said. Only hosts whose cutover passed its gate and
+    whose pinning is on; lines for the summary."""
     lines = []
     for host, proposal in sorted(proposals.items()):
         pin = proposal.get("lock_pin") or {}
-        if not pin or not ((done.get(host) or {}).get(APPLIED) or {}).get("ok"):
+        applied = (done.get(host) or {}).get(APPLIED) or {}
+        path = applied.get("models_lock") or ""
+        if not pin or not applied.get("ok") or not path:
             continue
         got = lock.pin(
-            str(path), pin["model"], pin["branch"], lambda _m, _b, sha=pin["sha"]: {"sha": sha}
+            path, pin["model"], pin["branch"], lambda _m, _b, sha=pin["sha"]: {"sha": sha}
         )
         where = f"{pin['model']} {pin['branch']}"
         if got["sha"] != pin["sha"]:
@@ -214,7 +217,7 @@ def apply(args: argparse.Namespace, ctx: base.Context, written: dict, facts: dic
     rep["adopt_apply"] = {host: (done.get(host) or {}).get(APPLIED) for host in chosen}
     if not args.check:
         lock = plugin_utils("gpuhost_models_lock", ctx.project.root)
-        rep["adopt_lock"] = record_pins(lock, models.lock_path(args.inventory), chosen, done)
+        rep["adopt_lock"] = record_pins(lock, chosen, done)
     record.write_report(rundir.RunDir(Path(rep["run_dir"])), rep)
     code = base.emit(ctx, rep, json_output=args.json, show_findings=False)
     if not args.json:
