@@ -162,6 +162,7 @@ def test_ansible_playbook_gets_a_minimal_environment(tmp_path, inventory):
         "NO_PROXY": "localhost",
     }
     names = ["AWS_ACCESS_KEY_ID", "GPUHOST_SGLANG_API_KEY", "HF_TOKEN", "LANG", "HOME", *passed]
+    names += ["ANSIBLE_CACHE_PLUGIN", "ANSIBLE_CACHE_PLUGIN_CONNECTION"]
     proc = subprocess.run(
         [
             str(GPUHOST),
@@ -197,6 +198,11 @@ def test_ansible_playbook_gets_a_minimal_environment(tmp_path, inventory):
     assert seen["HF_TOKEN"] == "hf-passed-on-purpose"
     assert seen["LANG"] == "C.UTF-8" and seen["HOME"] == os.environ["HOME"]
     assert {name: seen[name] for name in passed} == passed
+    # The fact cache: ansible.cfg's plugin (not ansible-runner's jsonfile), the run's own folder.
+    facts = (tmp_path / "runs" / "latest" / "facts").resolve()
+    assert seen["ANSIBLE_CACHE_PLUGIN"] == ""
+    assert seen["ANSIBLE_CACHE_PLUGIN_CONNECTION"] == str(facts)
+    assert (facts / f"s1_{HOST}").is_file()
     report = json.loads((tmp_path / "runs" / "latest" / "report.json").read_text())
     command = Path(report["artifacts"]) / "ansible" / "command"
     recorded = json.loads(command.read_text())["env"]

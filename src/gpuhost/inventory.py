@@ -70,7 +70,14 @@ def load(inventories: list[Path]):
     source cannot be read, with Ansible's error for it (file, line, the source)."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
+    from ansible.utils.collection_loader import AnsibleCollectionConfig
 
+    # The collection loader, as ansible-playbook sets it up: VariableManager (below) loads the
+    # fact cache plugin ansible.cfg names, gpuhost.gpu.factfile, which lives in a collection.
+    if not AnsibleCollectionConfig.collection_finder:
+        from ansible.plugins.loader import init_plugin_loader
+
+        init_plugin_loader()
     loader = DataLoader()
     with _parse_failures() as failures:
         manager = InventoryManager(loader=loader, sources=[str(p) for p in inventories])

@@ -115,15 +115,16 @@ def _run(
         "tags": request.tags,
         "cmdline": _cmdline(request) or None,
         "verbosity": request.verbosity or None,
-        "envvars": env,
+        # The run's fact cache at runs/<ts>/facts, in the plugin ansible.cfg names
+        # (fact_caching: gpuhost.gpu.factfile, jsonfile's files decoded once per run).
+        "envvars": {**env, "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(run_dir.facts_dir)},
         # Settings, env vars and the command line are handed over in memory, not written
         # under runner/env/; the -e values go through handover.py.
         "suppress_env_files": True,
         "ident": ARTIFACT_IDENT,
-        # ansible-runner joins this onto its artifact dir; an absolute path puts the
-        # fact cache at runs/<ts>/facts (it would override ANSIBLE_CACHE_PLUGIN_CONNECTION).
-        "fact_cache": str(run_dir.facts_dir),
-        "fact_cache_type": "jsonfile",
+        # Not "jsonfile" (its default): ansible-runner would then set ANSIBLE_CACHE_PLUGIN to
+        # its own jsonfile and the connection to its artifacts, over ansible.cfg and the above.
+        "fact_cache_type": "",
         # A short poll so a cancel takes effect within a second, not pexpect's default 5.
         "settings": {"pexpect_timeout": 1},
         "quiet": True,
