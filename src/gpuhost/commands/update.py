@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gpuhost import inventory, record, rollout, rundir, summary
+from gpuhost import inventory, plugin_code, record, rollout, rundir, summary
 from gpuhost.commands import base
 
 NAME = "update"
@@ -25,11 +25,13 @@ HELP = (
 
 def serial(value: str) -> str:
     """Ansible's serial: a count (>= 1) or a percentage like 25%."""
-    text = value.strip()
-    number = text[:-1] if text.endswith("%") else text
-    if not number.isdigit() or int(number) < 1 or (text.endswith("%") and int(number) > 100):
-        raise argparse.ArgumentTypeError(f"{value!r}: a host count >= 1 or a percentage 1-100%")
-    return text
+    try:
+        plugin_code.plugin_utils("gpuhost_serial").per_batch(value, 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: a host count >= 1 or a percentage 1-100%"
+        ) from None
+    return value.strip()
 
 
 def percentage(value: str) -> int:

@@ -1,0 +1,183 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""A serving group: several GPU hosts that are one SGLang server (issue 30; not in the roles yet).
+
+SGLang runs a model across nodes with the same command line on every node except
+`--node-rank`: `--nnodes N --node-rank R --dist-init-addr HOST:PORT`, where HOST:PORT is where
+rank 0 listens for the others (torch.distributed's rendezvous). The decisions here, once for the
+roles and the CLI:
+
+- which rank each node is (`ranks`): the inventory order of the group's hosts unless a host
+  pins its own (`sglang_server_node_rank`);
+- the `--dist-init-addr` value (`dist_init_addr`): rank 0's address on the network the nodes
+  share, never loopback;
+- whether the nodes can serve one model together (`consistency`): the same GPUs, driver, NCCL,
+  venv lock and model revision on every node, as findings naming the odd node out;
+- how a rolling update takes the hosts (`batches`): a group is one unit, never split across
+  batches, and `--serial` counts units.
+
+Pure functions over plain values; the callers read the inventory and the facts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import is_loopback
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_serial import (
+    SerialError,
+    per_batch,
+)
+
+_finding = prefixed("group.")
+
+# A host name or an IPv4/IPv6 address, as it goes into `--dist-init-addr` (argv: nothing else).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+# The facts every node of a group must share, and how each is named in a finding.
+SHARED = (
+    ("gpu_count", "GPU count"),
+    ("gpu_name", "GPU model"),
+    ("driver", "NVIDIA driver"),
+    ("nccl", "NCCL version"),
+    ("venv_lock", "venv lock"),
+    ("model_revision", "model revision"),
+)
+
+
+class GroupError(ValueError):
+    """Bad group settings: the message names the variable, the value and what is allowed."""
+
+
+__all__ = ["GroupError", "SerialError", "batches", "consistency", "dist_init_addr", "ranks"]
+
+
+def ranks(group: str, members: list[dict]) -> dict[str, int]:
+    """{host: node rank} for the group's hosts. `members` in inventory order, each
+    {"name", "rank"} with rank -1 (or None) for "by inventory order". Pinned ranks are taken
+    first; the others fill the free ranks in inventory order."""
+    if len(members) < 2:
+        raise GroupError(
+            f"sglang_server_group: {group!r} has {len(members)} host(s); allowed: a group of "
+            "2 or more hosts that serve one model together (a single host needs no group)"
+        )
+    count = len(members)
+    pinned: dict[int, str] = {}
+    for member in members:
+        rank = member.get("rank")
+        if rank is None or rank == -1:
+            continue
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < count:
+            raise GroupError(
+                f"sglang_server_node_rank: got {rank!r} on {member['name']}; allowed: -1 (by "
+                f"inventory order) or 0..{count - 1} (group {group!r} has {count} hosts)"
+            )
+        if rank in pinned:
+            raise GroupError(
+                f"sglang_server_node_rank: {rank} on both {pinned[rank]} and {member['name']} "
+                f"(group {group!r}); allowed: each rank once"
+            )
+        pinned[rank] = member["name"]
+    free = iter(r for r in range(count) if r not in pinned)
+    assignment = {}
+    for member in members:
+        rank = member.get("rank")
+        assignment[member["name"]] = next(free) if rank is None or rank == -1 else rank
+    return assignment
+
+
+def dist_init_addr(group: str, host: str, address: str, port: int) -> str:
+    """`--dist-init-addr` for the group: rank 0 (`host`) at `address` (what the other nodes
+    reach it at) and `port`."""
+    text = str(address or "").strip()
+    if not text:
+        raise GroupError(
+            f"sglang_server_group_address: empty for {host}, rank 0 of group {group!r}; "
+            "allowed: the address the other nodes reach it at (an IP or a host name)"
+        )
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        ip = None
+    if (ip is not None and ip.is_loopback) or is_loopback(text):
+        raise GroupError(
+            f"sglang_server_group_address: got {text!r} for {host}, rank 0 of group {group!r}; "
+            "allowed: an address on the network the nodes share, not loopback (the other "
+            "nodes cannot reach it there)"
+        )
+    if ip is None and not _HOSTNAME.fullmatch(text):
+        raise GroupError(
+            f"sglang_server_group_address: got {text!r} for {host}; allowed: an IPv4 or IPv6 "
+            "address or a host name (letters, digits, '-' and '.')"
+        )
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise GroupError(
+            f"sglang_server_dist_init_port: got {port!r} (group {group!r}); allowed: 1..65535"
+        )
+    return f"[{ip}]:{port}" if ip is not None and ip.version == 6 else f"{text}:{port}"
+
+
+def consistency(group: str, facts: dict[str, dict]) -> list[dict]:
+    """Findings: does every node of the group have the same GPUs, driver, NCCL, venv lock and
+    model revision? `facts`: {host: {key: value}} with the keys of SHARED; a missing or
+    "unknown" value is a warning (not read), a difference a failure naming each value's hosts."""
+    found = []
+    for key, label in SHARED:
+        values: dict[str, list[str]] = {}
+        unread = []
+        for host in facts:
+            value = facts[host].get(key)
+            if value in (None, "", "unknown"):
+                unread.append(host)
+                continue
+            values.setdefault(str(value), []).append(host)
+        check = f"{group}.{key}"
+        if len(values) > 1:
+            seen = "; ".join(f"{v} on {', '.join(hosts)}" for v, hosts in sorted(values.items()))
+            found.append(
+                _finding(
+                    check,
+                    "fail",
+                    f"group {group}: the nodes differ in {label}: {seen}",
+                    f"give every node of group {group} the same {label}, then run again",
+                )
+            )
+        elif unread:
+            found.append(
+                _finding(
+                    check,
+                    "warn",
+                    f"group {group}: {label} not read on {', '.join(unread)}",
+                    "run preflight on every node of the group",
+                )
+            )
+        else:
+            only = next(iter(values), "none")
+            found.append(_finding(check, "pass", f"group {group}: {label} {only} on every node"))
+    return found
+
+
+def batches(hosts: list[str], group_of: dict[str, str], serial) -> tuple[list[str], list[int]]:
+    """A rolling update's order and batch sizes (Ansible's `serial` as a list) where the hosts
+    of one group are always in the same batch and next to each other, and `serial` (a count
+    >= 1 or "N%") counts units: a group or a host on its own. `hosts` in play order; the
+    group of a unit comes where its first host is."""
+    units: list[list[str]] = []
+    index: dict[str, int] = {}
+    for host in hosts:
+        group = group_of.get(host) or ""
+        if group and group in index:
+            units[index[group]].append(host)
+            continue
+        if group:
+            index[group] = len(units)
+        units.append([host])
+    size = per_batch(serial, len(units))
+    order = [host for unit in units for host in unit]
+    sizes = [
+        sum(len(unit) for unit in units[start : start + size])
+        for start in range(0, len(units), size)
+    ]
+    return order, sizes

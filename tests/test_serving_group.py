@@ -1,0 +1,131 @@
+"""A serving group's pure decisions (plugins/plugin_utils/gpuhost_serving_group.py, issue 30):
+node ranks, the --dist-init-addr value, the nodes' consistency and group-aware batches."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_serving_group as group
+
+
+def members(*pins):
+    return [{"name": f"gpu-{i}", "rank": pin} for i, pin in enumerate(pins)]
+
+
+def test_ranks_follow_the_inventory_order():
+    assert group.ranks("g", members(-1, -1, None)) == {"gpu-0": 0, "gpu-1": 1, "gpu-2": 2}
+
+
+def test_pinned_ranks_first_the_others_fill_the_free_ones_in_order():
+    assert group.ranks("g", members(-1, 0, -1, 1)) == {
+        "gpu-0": 2,
+        "gpu-1": 0,
+        "gpu-2": 3,
+        "gpu-3": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("pins", "words"),
+    [
+        ((-1,), "has 1 host(s); allowed: a group of 2 or more"),
+        ((0, 2), "got 2 on gpu-1; allowed: -1 (by inventory order) or 0..1"),
+        ((0, True), "got True on gpu-1"),
+        ((1, 1, -1), "1 on both gpu-0 and gpu-1"),
+        ((0, "1"), "got '1' on gpu-1"),
+    ],
+)
+def test_bad_ranks_name_the_variable_and_the_value(pins, words):
+    with pytest.raises(group.GroupError) as err:
+        group.ranks("g", members(*pins))
+    assert words in str(err.value)
+    assert str(err.value).startswith(("sglang_server_node_rank: ", "sglang_server_group: "))
+
+
+@pytest.mark.parametrize(
+    ("address", "port", "expected"),
+    [
+        ("10.0.0.11", 20000, "10.0.0.11:20000"),
+        ("gpu-a.lan", 20000, "gpu-a.lan:20000"),
+        ("fd00::11", 20000, "[fd00::11]:20000"),
+        (" 10.0.0.11 ", 1, "10.0.0.11:1"),
+    ],
+)
+def test_dist_init_addr(address, port, expected):
+    assert group.dist_init_addr("g", "gpu-0", address, port) == expected
+
+
+@pytest.mark.parametrize(
+    ("address", "port", "words"),
+    [
+        ("", 20000, "sglang_server_group_address: empty for gpu-0"),
+        ("127.0.0.1", 20000, "not loopback"),
+        ("127.0.1.1", 20000, "not loopback"),
+        ("::1", 20000, "not loopback"),
+        ("localhost", 20000, "not loopback"),
+        ("10.0.0.1;reboot", 20000, "got '10.0.0.1;reboot'"),
+        ("a b", 20000, "an IPv4 or IPv6 address or a host name"),
+        ("10.0.0.11", 0, "sglang_server_dist_init_port: got 0"),
+        ("10.0.0.11", 65536, "allowed: 1..65535"),
+        ("10.0.0.11", "20000", "got '20000'"),
+    ],
+)
+def test_bad_dist_init_addr(address, port, words):
+    with pytest.raises(group.GroupError) as err:
+        group.dist_init_addr("g", "gpu-0", address, port)
+    assert words in str(err.value)
+
+
+def node(**changes):
+    facts = {
+        "gpu_count": 8,
+        "gpu_name": "NVIDIA H200",
+        "driver": "580.95.05",
+        "nccl": "2.27.3",
+        "venv_lock": "sha256:ab12",
+        "model_revision": "87663416be779d980e4aa102edc328b85d7802f6",
+    }
+    return {**facts, **changes}
+
+
+def by_check(findings):
+    return {f["check"]: f for f in findings}
+
+
+def test_consistent_nodes_pass_every_check():
+    found = by_check(group.consistency("g", {"a": node(), "b": node()}))
+    assert sorted(found) == sorted(f"group.g.{key}" for key, _ in group.SHARED)
+    assert {f["status"] for f in found.values()} == {"pass"}
+
+
+def test_a_node_that_differs_fails_naming_each_value_and_its_hosts():
+    found = by_check(
+        group.consistency("g", {"a": node(), "b": node(), "c": node(driver="570.172.08")})
+    )
+    driver = found["group.g.driver"]
+    assert driver["status"] == "fail"
+    assert "570.172.08 on c" in driver["message"] and "580.95.05 on a, b" in driver["message"]
+    assert found["group.g.gpu_count"]["status"] == "pass"
+
+
+def test_a_value_not_read_is_a_warning_not_a_pass():
+    found = by_check(group.consistency("g", {"a": node(), "b": node(nccl="unknown")}))
+    assert found["group.g.nccl"]["status"] == "warn"
+    assert "not read on b" in found["group.g.nccl"]["message"]
+
+
+def test_batches_keep_a_group_together_and_count_it_once():
+    hosts = ["w1", "g-a", "w2", "g-b", "w3"]
+    group_of = {"g-a": "glm", "g-b": "glm"}
+    assert group.batches(hosts, group_of, 1) == (["w1", "g-a", "g-b", "w2", "w3"], [1, 2, 1, 1])
+    assert group.batches(hosts, group_of, 2) == (["w1", "g-a", "g-b", "w2", "w3"], [3, 2])
+    # 50% of 4 units (w1, glm, w2, w3) is 2 units a batch.
+    assert group.batches(hosts, group_of, "50%")[1] == [3, 2]
+    # No group: Ansible's own serial.
+    assert group.batches(["a", "b", "c"], {}, 2) == (["a", "b", "c"], [2, 1])
+
+
+@pytest.mark.parametrize("serial", [0, "0", "-1", "x", "0%", "101%", "%"])
+def test_bad_serial(serial):
+    with pytest.raises(group.SerialError) as err:
+        group.batches(["a"], {}, serial)
+    assert str(err.value).startswith(f"serial: got {serial!r}; allowed:")
