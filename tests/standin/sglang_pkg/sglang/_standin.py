@@ -48,6 +48,16 @@ each generated token also costs N microseconds of CPU, spun in one thread named
 above what one core gives, that thread sits near 100% of a core and throughput stops at
 1e6/N tokens/s, a "launch-bound" server for the bench's CPU sampler to find.
 
+Several nodes (`--nnodes N --node-rank R --dist-init-addr HOST:PORT`, as SGLang across hosts):
+rank 0 listens at the dist-init address (torch.distributed's store, a plain TCP socket here) and
+opens its HTTP port only once the N - 1 other ranks have joined; it gives up after
+--standin-join-seconds (env SGLANG_STANDIN_JOIN_SECONDS, default 600) with torch's message
+("Timed out after S seconds waiting for clients. J/N clients joined.") and exits 1. A rank >= 1
+connects to rank 0 (retrying, as torch's store client does, within the same time), and once
+the group is complete serves only what SGLang 0.5.10.post1's non-zero ranks serve
+(`launch_dummy_health_check_server`): /ping, /health and /health_generate, 200 with an empty
+body, everything else 404. A rank whose peer goes away exits 1, as an NCCL group does.
+
 The nvidia-smi the bench samples with has its own double: tests/standin/nvidia_smi.py.
 """
 
@@ -60,6 +70,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -100,6 +111,14 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
     parser.add_argument("--enable-metrics", action="store_true")
     parser.add_argument("--revision", default=None)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--node-rank", type=int, default=0)
+    parser.add_argument("--dist-init-addr", default=None)
+    parser.add_argument(
+        "--standin-join-seconds",
+        type=float,
+        default=float(os.environ.get("SGLANG_STANDIN_JOIN_SECONDS", "600")),
+    )
     parser.add_argument(
         "--standin-fault",
         choices=FAULTS,
@@ -439,6 +458,125 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def dist_init_address(value: str) -> tuple[str, int]:
+    """HOST:PORT or [IPv6]:PORT, as SGLang's --dist-init-addr."""
+    host, _, port = value.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def watch(sock: socket.socket, what: str) -> None:
+    """Exit 1 when the other end of a rank's connection goes away (an NCCL group breaks)."""
+
+    def run() -> None:
+        try:
+            while sock.recv(64):
+                pass
+        except OSError:
+            pass
+        log(f"torch.distributed.DistNetworkError: {what} closed the connection; exiting 1")
+        os._exit(1)
+
+    threading.Thread(target=run, daemon=True, name="standin-peer").start()
+
+
+def join_as_rank0(args: argparse.Namespace) -> list[socket.socket]:
+    """Wait for ranks 1..N-1 at the dist-init address; the open connections, or exit 1."""
+    host, port = dist_init_address(args.dist_init_addr)
+    listener = socket.create_server(
+        (host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET
+    )
+    listener.settimeout(1.0)
+    wanted = set(range(1, args.nnodes))
+    joined: dict[int, socket.socket] = {}
+    deadline = time.monotonic() + args.standin_join_seconds
+    log(f"rank 0: waiting for ranks {sorted(wanted)} at {host}:{port}")
+    last_said = time.monotonic()
+    while set(joined) != wanted:
+        if time.monotonic() > deadline:
+            log(
+                "torch.distributed.DistStoreError: Timed out after "
+                f"{args.standin_join_seconds:.0f} seconds waiting for clients. "
+                f"{len(joined) + 1}/{args.nnodes} clients joined."
+            )
+            sys.exit(1)
+        if time.monotonic() - last_said > 5:
+            log(f"rank 0: still waiting for ranks {sorted(wanted - set(joined))}")
+            last_said = time.monotonic()
+        try:
+            conn, peer = listener.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(5.0)
+        try:
+            hello = conn.makefile().readline().split()
+        except OSError:
+            conn.close()
+            continue
+        # "rank R nnodes N": a rank of another group size, or one already here, is refused.
+        ok = len(hello) == 4 and hello[0] == "rank" and hello[2] == "nnodes"
+        rank = int(hello[1]) if ok and hello[1].isdigit() else -1
+        if not ok or hello[3] != str(args.nnodes) or rank not in wanted or rank in joined:
+            log(f"rank 0: refused {peer[0]}: {' '.join(hello) or 'nothing'}")
+            conn.close()
+            continue
+        log(f"rank 0: rank {rank} joined from {peer[0]}")
+        joined[rank] = conn
+    listener.close()
+    for rank, conn in joined.items():
+        conn.settimeout(None)
+        conn.sendall(b"ready\n")
+        watch(conn, f"rank {rank}")
+    log(f"rank 0: all {args.nnodes} ranks joined")
+    return list(joined.values())
+
+
+def join_as_rank(args: argparse.Namespace) -> socket.socket:
+    """Join rank 0 at the dist-init address and wait until the group is complete, or exit 1."""
+    host, port = dist_init_address(args.dist_init_addr)
+    deadline = time.monotonic() + args.standin_join_seconds
+    log(f"rank {args.node_rank}: joining rank 0 at {host}:{port}")
+    while True:
+        try:
+            conn = socket.create_connection((host, port), timeout=5.0)
+            conn.sendall(f"rank {args.node_rank} nnodes {args.nnodes}\n".encode())
+            conn.settimeout(max(deadline - time.monotonic(), 1.0))
+            if conn.makefile().readline().strip() == "ready":
+                break
+            conn.close()
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                log(
+                    "torch.distributed.DistNetworkError: The client socket has timed out "
+                    f"after {args.standin_join_seconds:.0f}s while trying to connect to "
+                    f"({host}, {port}): {exc}"
+                )
+                sys.exit(1)
+            time.sleep(1.0)
+    conn.settimeout(None)
+    log(f"rank {args.node_rank}: joined, all {args.nnodes} ranks up")
+    watch(conn, "rank 0")
+    return conn
+
+
+class DummyHandler(BaseHTTPRequestHandler):
+    """A rank >= 1's HTTP server: SGLang's launch_dummy_health_check_server."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args) -> None:
+        log("http " + (format % args))
+
+    def do_GET(self) -> None:
+        found = self.path.split("?", 1)[0] in ("/ping", "/health", "/health_generate")
+        body = b"" if found else b'{"detail":"Not Found"}'
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+
 def missing_revision(args: argparse.Namespace) -> str:
     """Why a pinned revision cannot load offline, or "" when it can (or none is pinned).
 
@@ -496,6 +634,26 @@ def main(argv: list[str] | None = None) -> int:
             log("fault crash-on-start: RuntimeError: stand-in crashed while loading weights")
             return 1
         log(f"Loading safetensors checkpoint shards: {step * 100 // steps}% ({step}/{steps})")
+
+    if args.nnodes > 1:
+        if not args.dist_init_addr or not 0 <= args.node_rank < args.nnodes:
+            log(
+                f"--nnodes {args.nnodes} needs --dist-init-addr and a --node-rank "
+                f"0..{args.nnodes - 1}"
+            )
+            return 1
+        if args.node_rank > 0:
+            join_as_rank(args)
+            dummy = ThreadingHTTPServer((host, args.port), DummyHandler)
+            dummy.daemon_threads = True
+            signal.signal(
+                signal.SIGTERM, lambda *_: threading.Thread(target=dummy.shutdown).start()
+            )
+            log(f"rank {args.node_rank}: dummy health server on http://{host}:{args.port}")
+            dummy.serve_forever(poll_interval=0.2)
+            log("stopped; exiting 0")
+            return 0
+        join_as_rank0(args)
 
     state = State(args)
     Handler.state = state
