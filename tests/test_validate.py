@@ -406,6 +406,20 @@ def test_validation_is_tagged_always():
         assert task["tags"] == ["always"], task["name"]
 
 
+def test_site_validates_once_and_tells_its_stages():
+    """site.yml: validate.yml first, then every stage import says the run validated, so the
+    stage's own validate.yml play matches no host (no task at all)."""
+    imports = [
+        p for p in _load(ROOT / "playbooks" / "site.yml") if "ansible.builtin.import_playbook" in p
+    ]
+    assert imports[0]["ansible.builtin.import_playbook"] == "validate.yml"
+    assert "vars" not in imports[0]
+    for stage in imports[1:]:
+        assert stage["vars"]["_gpuhost_site_validated"] is True, stage["name"]
+    hosts = _load(ROOT / "playbooks" / "validate.yml")[0]["hosts"]
+    assert "':!all' if _gpuhost_site_validated" in hosts
+
+
 def test_validation_runs_once_per_run_and_again_in_the_next(tmp_path):
     """site.yml imports validate.yml through every stage: the first import validates, the later
     ones of the same run skip; the next run validates again (what says "validated" is a
