@@ -285,7 +285,7 @@ def _task_text(path, name):
                 "_sglang_server_files.files.devices_unit.changed",
                 "_sglang_server_files.files.launcher.changed",
                 "_sglang_server_files.files.devices_script.changed",
-                "gpuhost.gpu.config_drift",
+                "gpuhost.gpu.kept_drift",
             ],
         ),
         # The port rule reloads on its own files' change; daemon-reload on its unit's.
