@@ -290,7 +290,7 @@ def _task_text(path, name):
         ),
         # The port rule reloads on its own files' change; daemon-reload on its unit's.
         (
-            "sglang_server/tasks/configure.yml",
+            "sglang_server/tasks/port_rule.yml",
             "Load the port rule",
             [
                 "_sglang_server_files.files.nft.changed",

@@ -57,7 +57,7 @@ options:
         description:
           - Compare only, as check mode does, and never write this entry, in the same call as
             the others (a later task then writes it only when this says it would change).
-            A refusal is not raised: the entry's result holds it in C(refused) and counts as a
+            A refusal is not raised; the entry's result holds it in C(refused) and counts as a
             change. Its change is not the task's C(changed).
         type: bool
         default: false

@@ -17,8 +17,8 @@ description:
     wgrp, woth, size, nlink, and lnk_target for a link), so a guard written against the looped
     stat reads the same.
   - In the same call, optionally, the text of small regular files (I(read), what
-    M(ansible.builtin.slurp) returned, found by M(gpuhost.gpu.service_path)'s rules: no link
-    followed unless only root could have made it) and the state of systemd units (I(units),
+    M(ansible.builtin.slurp) returned, found by the rules of M(gpuhost.gpu.service_path), no
+    link followed unless only root could have made it) and the state of systemd units (I(units),
     the C(status) keys M(ansible.builtin.systemd_service) returned that the roles read), so a
     role's no-op path reads everything it needs in one round trip.
   - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_file_set.py)
