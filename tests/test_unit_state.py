@@ -37,8 +37,8 @@ def test_output_that_does_not_fit_the_units_is_refused():
 
 def test_argv_names_each_unit_after_the_options():
     argv = us.show_argv("/bin/systemctl", ["a.service", "b-firewall.service"])
-    assert argv[:2] == ["/bin/systemctl", "show"] and argv[-3:] == ["--", "a.service",
-                                                                    "b-firewall.service"]  # fmt: skip
+    assert argv[:2] == ["/bin/systemctl", "show"]
+    assert argv[-3:] == ["--", "a.service", "b-firewall.service"]
     assert argv[2] == "--property=LoadState,ActiveState,SubState,UnitFileState"
 
 
