@@ -77,9 +77,20 @@ def test_an_unchanged_rerun_reads_the_mark_and_puts_the_worker_back():
 
 def test_rejoin_gates_then_re_adds_then_removes_the_mark():
     tasks = _load("rejoin.yml")
-    assert tasks[0]["ansible.builtin.import_tasks"] == "drained_mark.yml"
-    block_task = tasks[_at(tasks, "Put the worker back into rotation")]
-    assert any("gpuhost_rolling_update.drained" in w for w in block_task["when"])
+    # The mark as it is now (lstat), read first; one include when drained or marked.
+    assert tasks[0]["gpuhost.gpu.path_stats"]["paths"] == ["{{ _rolling_update_drained_mark }}"]
+    assert tasks[0]["register"] == "_rolling_update_rejoin_mark"
+    include = tasks[_at(tasks, "Put the worker back into rotation")]
+    assert include["ansible.builtin.include_tasks"] == "rejoin_back.yml"
+    assert "_rolling_update_marked | bool" in include["when"]
+    assert "_rolling_update_drained" in include["when"]
+    rv = yaml.safe_load((ROOT / "roles/rolling_update/vars/main.yml").read_text())
+    assert (
+        rv["_rolling_update_marked"] == "{{ _rolling_update_rejoin_mark.results[0].stat.exists }}"
+    )
+    back = _load("rejoin_back.yml")
+    block_task = back[_at(back, "Put the worker back into rotation")]
+    assert block_task["when"] == "not ansible_check_mode"
     block = block_task["block"]
     gate, add, remove = (
         _at(block, "healthy"), _at(block, "Add the worker to every router"),

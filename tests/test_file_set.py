@@ -285,12 +285,12 @@ def _task_text(path, name):
                 "_sglang_server_files.files.devices_unit.changed",
                 "_sglang_server_files.files.launcher.changed",
                 "_sglang_server_files.files.devices_script.changed",
-                "gpuhost.gpu.config_drift",
+                "gpuhost.gpu.kept_drift",
             ],
         ),
         # The port rule reloads on its own files' change; daemon-reload on its unit's.
         (
-            "sglang_server/tasks/configure.yml",
+            "sglang_server/tasks/port_rule.yml",
             "Load the port rule",
             [
                 "_sglang_server_files.files.nft.changed",
@@ -303,3 +303,67 @@ def test_each_file_change_drives_what_its_template_task_did(path, name, reads):
     text = _task_text(path, name)
     for read in reads:
         assert read in text, f"{path}: {name} no longer reads {read}"
+
+
+def _kept(etc, kept):
+    """The live unit written, and its known-good copy compared only (check_only)."""
+    return [
+        {"name": "unit", "path": str(etc / "x.service"), "mode": "0644", "content": "[Unit]\n"},
+        {"name": "kept", "path": str(kept), "mode": "0600", "src": str(etc / "x.service"),
+         "check_only": True},
+    ]  # fmt: skip
+
+
+def test_a_check_only_entry_is_compared_in_the_same_call_and_never_written(tmp_path, etc):
+    kept = tmp_path / "kept"
+    # Missing: would be created; the live file is written first and the copy read after it.
+    first = fs.apply(_kept(etc, kept))
+    assert first["changed"] and first["files"]["unit"]["changed"]
+    assert first["files"]["kept"]["changed"] and first["files"]["kept"]["created"] == [str(kept)]
+    assert not kept.exists()
+    kept.write_text("[Unit]\n")
+    kept.chmod(0o600)
+    same = fs.apply(_kept(etc, kept))
+    assert not same["changed"] and not same["files"]["kept"]["changed"]
+    # A hand-edited copy, and a changed mode, are found; the copy is left as it is.
+    kept.write_text("[Unit]\n# edited\n")
+    edited = fs.apply(_kept(etc, kept))
+    assert edited["files"]["kept"]["fixed"] == ["content"] and not edited["changed"]
+    assert kept.read_text() == "[Unit]\n# edited\n"
+    kept.write_text("[Unit]\n")
+    kept.chmod(0o644)
+    moded = fs.apply(_kept(etc, kept))
+    assert moded["files"]["kept"]["changed"] and moded["files"]["kept"]["fixed"] == ["mode"]
+    assert _mode(kept) == 0o644
+
+
+def test_a_check_only_refusal_is_reported_not_raised(tmp_path, etc):
+    svc = tmp_path / "svc"
+    svc.mkdir()
+    os.chown(svc, 65534, 65534)
+    result = fs.apply(_kept(etc, svc / "kept"))
+    assert result["files"]["kept"]["changed"]
+    assert "no other account can change" in result["files"]["kept"]["refused"]
+    assert result["files"]["unit"]["changed"] and not (svc / "kept").exists()
+
+
+def test_look_returns_a_links_target(tmp_path, etc):
+    os.symlink("/opt/venv-1", tmp_path / "venv")
+    link, real = (r["stat"] for r in fs.look([str(tmp_path / "venv"), str(etc)]))
+    assert link["lnk_target"] == "/opt/venv-1" and "lnk_target" not in real
+
+
+def test_read_texts_reads_small_files_and_refuses_what_root_must_not_follow(tmp_path, etc):
+    (etc / "nccl.env").write_text("NCCL_P2P_LEVEL=NVL\n")
+    texts = fs.read_texts([str(etc / "nccl.env"), str(etc / "none")])
+    assert texts == {str(etc / "nccl.env"): "NCCL_P2P_LEVEL=NVL\n"}
+    svc = tmp_path / "svc"
+    svc.mkdir()
+    os.chown(svc, 65534, 65534)
+    os.symlink(etc / "nccl.env", svc / "nccl.env")
+    os.lchown(svc / "nccl.env", 65534, 65534)
+    with pytest.raises(ServicePathError, match="symbolic link"):
+        fs.read_texts([str(svc / "nccl.env")])
+    (etc / "big").write_bytes(b"x" * (fs.TEXT_MAX + 1))
+    with pytest.raises(ServicePathError, match="more than"):
+        fs.read_texts([str(etc / "big")])

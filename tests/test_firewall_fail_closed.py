@@ -113,7 +113,10 @@ def test_the_server_unit_binds_to_the_rule():
 
 def test_the_rule_is_kept_and_restored_with_the_known_good_config():
     tasks = SERVER / "tasks"
-    assert "_sglang_server_firewall_files" in (tasks / "run.yml").read_text()
+    assert "_sglang_server_kept_entries" in (tasks / "run.yml").read_text()
+    kept = yaml.safe_load((SERVER / "vars" / "main.yml").read_text())["_sglang_server_kept_entries"]
+    assert "_sglang_server_firewall_files['firewall.nft']" in kept
+    assert "_sglang_server_firewall_files['firewall.service']" in kept
     assert "_sglang_server_firewall_files" in (tasks / "restore_files.yml").read_text()
     files = yaml.safe_load((SERVER / "vars" / "main.yml").read_text())[
         "_sglang_server_firewall_files"

@@ -195,11 +195,36 @@ BASE = {
 }
 
 
+def _read(stats):
+    """The role's one read (gpuhost.gpu.path_stats, registered as _sglang_server_read)."""
+    return {"_sglang_server_read": {"results": [{"item": p, "stat": s} for p, s in stats.items()]}}
+
+
+def test_the_interpreter_is_looked_at_where_the_unit_names_it():
+    """preflight.yml's one read looks at the entry point under the link and under python_env's
+    venv; the interpreter the unit names is found in it (tasks/preflight.yml, runnable)."""
+    expr = "{{ _sglang_server_interpreter_stat.exists }}"
+    link = {"exists": True, "islnk": True, "lnk_target": A}
+    here, gone = {"exists": True, "islnk": True}, {"exists": False}
+    # The link leads to A: the interpreter under the link is the one in A.
+    assert _render(expr, **BASE, **_read({LINK: link, f"{LINK}/bin/python": here}))
+    assert not _render(expr, **BASE, **_read({LINK: link, f"{LINK}/bin/python": gone}))
+    # Check mode names the venv python_env would build (B): that path's own look counts.
+    got = _render(
+        expr, **BASE, **_read({LINK: link, f"{LINK}/bin/python": here, f"{B}/bin/python": gone}),
+        gpuhost_python_env={"venv_path": B}, ansible_check_mode=True,
+    )  # fmt: skip
+    assert not got
+    # A relative link target is no venv the unit could name.
+    rel = {"exists": True, "islnk": True, "lnk_target": "venvs/a"}
+    assert not _render(expr, **BASE, **_read({LINK: rel, f"{LINK}/bin/python": here}))
+    # Before the read (validate.yml from a playbook): nothing found, nothing assumed.
+    assert not _render(expr, **BASE)
+
+
 def test_the_unit_names_the_venv_not_the_link():
     expr = "{{ _sglang_server_entrypoint }}"
-    link_to = {
-        "_sglang_server_venv_link": {"stat": {"exists": True, "islnk": True, "lnk_target": A}}
-    }
+    link_to = _read({LINK: {"exists": True, "islnk": True, "lnk_target": A}})
     got = _render(expr, **BASE, **link_to)
     assert got == [f"{A}/bin/python", "-m", "sglang.launch_server"]
     # The host's link wins over a fact (the cache may be stale); python_env, when it ran in
@@ -212,7 +237,7 @@ def test_the_unit_names_the_venv_not_the_link():
     )
     assert got[0] == f"{B}/bin/python"
     # No link (a venv directory of an earlier release, or none yet): python_env's fact.
-    no_link = {"_sglang_server_venv_link": {"stat": {"exists": True, "islnk": False}}}
+    no_link = _read({LINK: {"exists": True, "islnk": False}})
     got = _render(expr, **BASE, **no_link, gpuhost_python_env={"venv_path": B})
     assert got[0] == f"{B}/bin/python"
     # No link, no fact (python_env off): the entry point as given.

@@ -1,52 +1,56 @@
 """Role sglang_server restarts and gates a config that never passed the gate, not only one a
 template just wrote: a run stopped between writing the files and restarting leaves such a
-config, and the next run's templates report no change (plugins/filter/gpuhost_sglang_server.py,
-used by roles/sglang_server/tasks/configure.yml). Inputs are `sha256sum` output as the role
-reads it; molecule/sglang_server's test_interrupted_run_* shows the same end to end."""
+config, and the next run's templates report no change (plugins/filter/gpuhost_sglang_server.py
+kept_drift, used by roles/sglang_server/tasks/configure.yml). Inputs are gpuhost.gpu.file_set's
+results of its check_only entries (the known-good copy compared with the live file, in the
+same call); molecule/sglang_server's test_interrupted_run_* shows the same end to end."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_sglang_server import config_drift
+from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_sglang_server import kept_drift
 
-UNIT, ENV = "/etc/systemd/system/sglang-server.service", "/etc/gpuhost/sglang-server.env"
-KG = "/var/lib/gpuhost/sglang_server/known-good"
-LIVE, GOOD = [UNIT, ENV], [f"{KG}/unit", f"{KG}/env"]
-A, B, C = "a" * 64, "b" * 64, "c" * 64
+NAMES = ["kept_unit", "kept_env"]
 
 
-def sums(**files):
-    return "\n".join(f"{digest}  {path}" for path, digest in files.items())
+def entry(changed=False, fixed=(), created=(), refused=None):
+    out = {"changed": changed, "path": "/x", "fixed": list(fixed), "created": list(created)}
+    return out | ({"refused": refused} if refused else {})
 
 
-def test_interrupted_run_live_files_differ_from_known_good():
-    # The unit was rewritten (B), the known-good copy still holds the old one (A).
-    assert config_drift(sums(**{UNIT: B, ENV: C, GOOD[0]: A, GOOD[1]: C}), LIVE, GOOD)
+def files(unit, env, **more):
+    return {"unit": entry(), "kept_unit": unit, "kept_env": env, **more}
+
+
+def test_interrupted_run_live_unit_differs_from_known_good():
+    assert kept_drift(files(entry(True, ["content"]), entry()), NAMES)
 
 
 def test_env_alone_differs():
-    assert config_drift(sums(**{UNIT: A, ENV: B, GOOD[0]: A, GOOD[1]: C}), LIVE, GOOD)
+    assert kept_drift(files(entry(), entry(True, ["content"])), NAMES)
 
 
 def test_converged_host_has_no_drift():
-    assert not config_drift(sums(**{UNIT: A, ENV: C, GOOD[0]: A, GOOD[1]: C}), LIVE, GOOD)
+    assert not kept_drift(files(entry(), entry()), NAMES)
+
+
+def test_owner_or_mode_of_the_copy_alone_is_the_same_config():
+    assert not kept_drift(files(entry(True, ["mode"]), entry(True, ["owner", "group"])), NAMES)
 
 
 def test_first_deployment_has_nothing_to_compare():
-    # sha256sum exits 1 and prints only the files it found.
-    assert not config_drift(sums(**{UNIT: A, ENV: C}), LIVE, GOOD)
-    assert not config_drift("", LIVE, GOOD)
+    missing = entry(True, created=["/var/lib/gpuhost/sglang_server/known-good/unit"])
+    assert not kept_drift(files(missing, entry(True, ["content"])), NAMES)
 
 
-def test_a_half_known_good_copy_is_not_compared():
-    assert not config_drift(sums(**{UNIT: A, ENV: C, GOOD[0]: B}), LIVE, GOOD)
+def test_a_copy_that_cannot_be_read_is_not_compared():
+    refused = entry(True, refused="... is a symbolic link")
+    assert not kept_drift(files(refused, entry(True, ["content"])), NAMES)
 
 
-def test_live_file_gone_but_known_good_kept_differs():
-    assert config_drift(sums(**{ENV: C, GOOD[0]: A, GOOD[1]: C}), LIVE, GOOD)
-
-
-def test_paths_must_pair():
-    with pytest.raises(AnsibleFilterError, match="as many live paths"):
-        config_drift("", LIVE, GOOD[:1])
+def test_names_must_be_entries():
+    with pytest.raises(AnsibleFilterError, match="names of its known-good entries"):
+        kept_drift(files(entry(), entry()), ["kept_unit", "kept_nft"])
+    with pytest.raises(AnsibleFilterError, match="names of its known-good entries"):
+        kept_drift(files(entry(), entry()), [])

@@ -1,5 +1,5 @@
 """sha256sum output, read in one place (issue 29): plugin_utils/gpuhost_sums.py, used by
-role sglang_server (config_drift) and role rolling_update (config_hashes)."""
+role rolling_update (config_hashes)."""
 
 from __future__ import annotations
 

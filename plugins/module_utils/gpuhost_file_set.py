@@ -11,7 +11,12 @@ rules), a directory, or `absent` (a file or link removed, never followed; a dire
 refused). Each entry names its result (`files[name]`: changed, path, created, fixed), so the
 tasks that read one file's change (a restart, a daemon-reload, the known-good copy) read that
 one. A secret entry's content comes from a separate no_log option and never reaches a diff.
-`look` is the read half: lstat of several paths in one call (module path_stats).
+A `check_only` entry is compared as in check mode and never written, in the same call (a
+role learns whether a later write would change anything without a call of its own); a
+refusal there is reported (`refused`, counted as a change), not raised, so the later write
+meets it where it always did.
+`look` is the read half: lstat of several paths in one call (module path_stats), a link's
+target with it; `read_texts` the content of small regular files found by the walk's rules.
 """
 
 from __future__ import annotations
@@ -70,47 +75,69 @@ def apply(
     files: dict[str, dict[str, Any]] = {}
     diffs: list[dict[str, str]] = []
     for entry in entries:
-        name, path = entry["name"], entry["path"]
-        mode = int(entry.get("mode") or "0", 8)
-        owner, group = entry.get("owner") or "root", entry.get("group") or "root"
-        state = entry.get("state") or "file"
-        if state == "directory":
-            files[name] = ensure_directory(path, owner, group, mode, check)
-            continue
-        if state == "absent":
-            files[name] = remove_file(path, check)
-            continue
-        secret = bool(entry.get("secret"))
-        if entry.get("src"):
-            data = read_file(entry["src"])
-        else:
-            data = (secrets[name] if secret else entry.get("content") or "").encode()
-        result = write_file(
-            path,
-            data,
-            owner,
-            group,
-            mode,
-            check,
-            root_dir=owner == "root",
-            keep_before=diff and not secret,
-        )
-        before = result.pop("before", None)
-        if before is not None and result["changed"] and before != data:
-            diffs.append(
-                {
-                    "before_header": result["path"],
-                    "after_header": result["path"],
-                    "before": before.decode(errors="replace"),
-                    "after": data.decode(errors="replace"),
+        name = entry["name"]
+        if entry.get("check_only"):
+            try:
+                files[name] = _apply_one(entry, secrets, True, False, diffs)
+            except ServicePathError as err:
+                files[name] = {
+                    "changed": True,
+                    "path": entry["path"],
+                    "created": [],
+                    "fixed": [],
+                    "refused": str(err),
                 }
-            )
-        files[name] = result
+            continue
+        files[name] = _apply_one(entry, secrets, check, diff, diffs)
     return {
-        "changed": any(r["changed"] for r in files.values()),
+        "changed": any(
+            r["changed"]
+            for e, r in zip(entries, files.values(), strict=True)
+            if not e.get("check_only")
+        ),
         "files": files,
         "diff": diffs,
     }
+
+
+def _apply_one(
+    entry: dict[str, Any], secrets: dict[str, str], check: bool, diff: bool, diffs: list
+) -> dict[str, Any]:
+    """One entry made what it says (check: compared only); a diff appended to diffs."""
+    name, path = entry["name"], entry["path"]
+    mode = int(entry.get("mode") or "0", 8)
+    owner, group = entry.get("owner") or "root", entry.get("group") or "root"
+    state = entry.get("state") or "file"
+    if state == "directory":
+        return ensure_directory(path, owner, group, mode, check)
+    if state == "absent":
+        return remove_file(path, check)
+    secret = bool(entry.get("secret"))
+    if entry.get("src"):
+        data = read_file(entry["src"])
+    else:
+        data = (secrets[name] if secret else entry.get("content") or "").encode()
+    result = write_file(
+        path,
+        data,
+        owner,
+        group,
+        mode,
+        check,
+        root_dir=owner == "root",
+        keep_before=diff and not secret,
+    )
+    before = result.pop("before", None)
+    if before is not None and result["changed"] and before != data:
+        diffs.append(
+            {
+                "before_header": result["path"],
+                "after_header": result["path"],
+                "before": before.decode(errors="replace"),
+                "after": data.decode(errors="replace"),
+            }
+        )
+    return result
 
 
 def look(paths: list[str]) -> list[dict[str, Any]]:
@@ -120,13 +147,38 @@ def look(paths: list[str]) -> list[dict[str, Any]]:
     return [{"item": path, "stat": _stat_of(path)} for path in paths]
 
 
+# A read returns what a role renders from (role nccl's environment file): small text only.
+TEXT_MAX = 1 << 20
+
+
+def read_texts(paths: list[str]) -> dict[str, str]:
+    """path -> text of each regular file there, read by the walk's rules (gpuhost_service_path:
+    no link followed unless only root could have made it); a missing path is left out. More
+    than TEXT_MAX bytes, or a path that is not a regular file, is refused (ServicePathError)."""
+    texts = {}
+    for path in paths:
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            continue
+        data = read_file(path)
+        if len(data) > TEXT_MAX:
+            raise ServicePathError(
+                f"{path}: {len(data)} bytes, more than the {TEXT_MAX} a read returns; "
+                "it is not the small text file expected here"
+            )
+        texts[path] = data.decode(errors="replace")
+    return texts
+
+
 def _stat_of(path: str) -> dict[str, Any]:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return {"exists": False}
     mode = st.st_mode
-    return {
+    link = {"lnk_target": os.readlink(path)} if stat.S_ISLNK(mode) else {}
+    return link | {
         "exists": True,
         "path": path,
         "isdir": stat.S_ISDIR(mode),

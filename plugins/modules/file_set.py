@@ -53,6 +53,14 @@ options:
       owner: {description: Owner., type: str, default: root}
       group: {description: Group., type: str, default: root}
       mode: {description: Octal mode, e.g. C("0644") (not for C(absent))., type: str}
+      check_only:
+        description:
+          - Compare only, as check mode does, and never write this entry, in the same call as
+            the others (a later task then writes it only when this says it would change).
+            A refusal is not raised; the entry's result holds it in C(refused) and counts as a
+            change. Its change is not the task's C(changed).
+        type: bool
+        default: false
   secret_contents:
     description: Content of the secret entries, by name (never logged or returned).
     type: dict
@@ -75,7 +83,8 @@ RETURN = r"""
 files:
   description:
     - Per entry name, C(changed), C(path), C(created) and C(fixed) (see
-      M(gpuhost.gpu.service_path)).
+      M(gpuhost.gpu.service_path)); C(fixed) holds C(content) when the content differs. A
+      I(check_only) entry that would be refused has C(refused), the reason.
   type: dict
   returned: always
 """
@@ -98,6 +107,7 @@ _ENTRY = {
     "owner": {"type": "str", "default": "root"},
     "group": {"type": "str", "default": "root"},
     "mode": {"type": "str"},
+    "check_only": {"type": "bool", "default": False},
 }
 
 
