@@ -6,6 +6,10 @@ from __future__ import annotations
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cuda_toolkits import (
+    ToolkitError,
+    toolkits,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_activation import (
     gpu_holders,
 )
@@ -44,6 +48,13 @@ options:
         plugins/module_utils/gpuhost_secure_boot.py, the one reader for every role.
     type: path
     default: /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+  cuda_toolkits_in:
+    description:
+      - Also list the CUDA toolkits in this directory (C(cuda-*) directories with a
+        C(bin/nvcc)) and the release each compiler reports (role cuda_toolkit; one call for
+        its GPU presence and toolkits). Unset = no look. A compiler that fails its
+        C(--version) fails the task.
+    type: path
 author: gpuhost
 """
 
@@ -92,6 +103,10 @@ dpkg:
   description: Whether the dpkg database could be read.
   returned: always
   type: bool
+cuda_toolkits:
+  description: With I(cuda_toolkits_in), each toolkit (path, version X.Y or unknown), by path.
+  returned: always
+  type: list
 """
 
 
@@ -111,6 +126,7 @@ def main():
                 "type": "path",
                 "default": SECURE_BOOT_EFIVAR,
             },
+            "cuda_toolkits_in": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -124,6 +140,15 @@ def main():
         if live
         else None
     )
+    cuda_in = module.params["cuda_toolkits_in"]
+    try:
+        cuda = (
+            toolkits(cuda_in, lambda argv: module.run_command(argv, check_rc=False))
+            if cuda_in
+            else []
+        )
+    except ToolkitError as err:
+        module.fail_json(msg=f"cuda_toolkit: {err}")
     packages = [
         p for p in parse_dpkg_query(dpkg_out or "") if is_driver_family(p["name"], p["version"])
     ]
@@ -143,6 +168,7 @@ def main():
         ),
         packages=packages,
         dpkg=dpkg_out is not None,
+        cuda_toolkits=cuda,
     )
 
 
