@@ -21,6 +21,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver 
     nvswitch_present,
     parse_dpkg_query,
     pci_functions,
+    plan,
     secure_boot_state,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secure_boot import (
@@ -48,6 +49,13 @@ options:
         plugins/module_utils/gpuhost_secure_boot.py, the one reader for every role.
     type: path
     default: /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+  plan_for:
+    description:
+      - Also decide what role nvidia_driver does from this reading (C(plan) in the result, the
+        rule of C(plugins/module_utils/gpuhost_nvidia_driver.py)), so the decision is kept
+        with the reading it was made from. Keys C(branch), C(version), C(packages), C(force)
+        and C(gpu_facts) (preflight's C(gpuhost_gpu), or empty). Unset = no plan.
+    type: dict
   cuda_toolkits_in:
     description:
       - Also list the CUDA toolkits in this directory (C(cuda-*) directories with a
@@ -103,6 +111,10 @@ dpkg:
   description: Whether the dpkg database could be read.
   returned: always
   type: bool
+plan:
+  description: With I(plan_for), the decision (action skip|keep|foreign|install, reason, ...).
+  returned: when plan_for is set
+  type: dict
 cuda_toolkits:
   description: With I(cuda_toolkits_in), each toolkit (path, version X.Y or unknown), by path.
   returned: always
@@ -127,6 +139,16 @@ def main():
                 "default": SECURE_BOOT_EFIVAR,
             },
             "cuda_toolkits_in": {"type": "path"},
+            "plan_for": {
+                "type": "dict",
+                "options": {
+                    "branch": {"type": "int", "required": True},
+                    "version": {"type": "str", "default": ""},
+                    "packages": {"type": "list", "elements": "str", "required": True},
+                    "force": {"type": "bool", "default": False},
+                    "gpu_facts": {"type": "dict", "default": {}},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -153,23 +175,33 @@ def main():
         p for p in parse_dpkg_query(dpkg_out or "") if is_driver_family(p["name"], p["version"])
     ]
 
-    module.exit_json(
-        changed=False,
-        driver=loaded_driver(root),
-        installed_module_flavour=flavour_from_license(license_text),
-        gpus=[f for f in functions if is_gpu(f)],
-        holders=gpu_holders(root, [f["bus_id"] for f in functions if is_gpu(f)]),
-        gpu_present=any(is_gpu(f) for f in functions),
-        nvswitch_present=nvswitch_present(root, functions),
-        secure_boot=secure_boot_state(
+    result = {
+        "driver": loaded_driver(root),
+        "installed_module_flavour": flavour_from_license(license_text),
+        "gpus": [f for f in functions if is_gpu(f)],
+        "holders": gpu_holders(root, [f["bus_id"] for f in functions if is_gpu(f)]),
+        "gpu_present": any(is_gpu(f) for f in functions),
+        "nvswitch_present": nvswitch_present(root, functions),
+        "secure_boot": secure_boot_state(
             root,
             module.params["secure_boot_efivar"],
             lambda: _run(module, ["mokutil", "--sb-state"]) if live else None,
         ),
-        packages=packages,
-        dpkg=dpkg_out is not None,
-        cuda_toolkits=cuda,
-    )
+        "packages": packages,
+        "dpkg": dpkg_out is not None,
+        "cuda_toolkits": cuda,
+    }
+    wanted = module.params["plan_for"]
+    if wanted:
+        result["plan"] = plan(
+            result,
+            wanted["gpu_facts"],
+            wanted["branch"],
+            wanted["version"],
+            wanted["packages"],
+            wanted["force"],
+        )
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":
