@@ -84,10 +84,14 @@ def _named(tasks, fragment):
 
 
 def test_held_is_read_before_autotune_and_verify():
-    main = _tasks("main.yml")
-    names = [t["name"] for t in main]
-    assert names.index("Look at what holds the GPUs") < names.index("Autotune")
-    assert names.index("Autotune") < names.index("Verify")
+    main = [t["name"] for t in _tasks("main.yml")]
+    assert main.index("Measure") < main.index("Configure") < main.index("Verify")
+    measure = [t["name"] for t in _tasks("measure.yml")]
+    assert measure.index("Install the all-reduce sweep") < measure.index(
+        "Look at what holds the GPUs"
+    )
+    assert measure.index("Look at what holds the GPUs") < measure.index("Autotune")
+    assert measure.index("Autotune") < measure.index("Sweep, or report the recorded verdict")
     held = _tasks("held.yml")
     apps = _named(held, "compute processes")["ansible.builtin.command"]["argv"]
     assert apps == [
@@ -105,16 +109,21 @@ def test_held_is_read_before_autotune_and_verify():
 
 
 def test_the_sweeps_run_only_on_the_plans_run():
-    verify = _tasks("verify.yml")
+    measure = _tasks("measure.yml")
     # The sweep's steps are one include, entered only when nothing says why it cannot run.
-    assert _named(verify, "Sweep, or report")["when"] == "_nccl_verify_skip | length == 0"
+    assert _named(measure, "Sweep, or report")["when"] == "_nccl_verify_skip | length == 0"
     steps = _tasks("sweep.yml")
     sweep = _named(steps, "Run the all-reduce sweep")
     assert "_nccl_verify_plan.action == 'run'" in sweep["when"]
     skip = _named(steps, "recorded verdict instead")
     assert "_nccl_verify_plan.action == 'skip'" in skip["when"]
-    refuse = _named(_tasks("verdict.yml"), "Refuse to judge")
-    assert "ansible.builtin.fail" in refuse
+    # A refused sweep stops the run (unless nccl_verify_fail_on_error is false).
+    verdict = _named(_tasks("verify.yml"), "stop on a problem")
+    assert "_nccl_refused" in verdict["ansible.builtin.assert"]["that"]
+    assert (
+        verdict["vars"]["_nccl_refused"]
+        == "{{ _nccl_verify_plan.action | default('') == 'refuse' }}"
+    )
     keep = _named(steps, "Keep the verdict")["ansible.builtin.copy"]
     assert keep["dest"] == "{{ _nccl_verify_record }}" and keep["owner"] == "root"
     assert keep["mode"] == "0640"

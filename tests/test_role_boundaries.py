@@ -168,6 +168,6 @@ def test_the_routed_worker_rule_is_one_check_in_rolling_update():
         str(p.relative_to(ROOT)) for p in CALLERS if ("rolling_update", "refuse") in _calls(p)
     }
     assert callers == {
-        "roles/nvidia_driver/tasks/main.yml",
+        "roles/nvidia_driver/tasks/change.yml",
         "roles/sglang_server/tasks/routed_replay.yml",
     }

@@ -114,9 +114,9 @@ def test_provisioning_refuses_a_driver_change_under_a_routed_worker():
     """Role rolling_update's rule (entry `refuse`, one place: tests/test_role_boundaries.py)
     stops the host before the install; molecule rolling_update's test_provision_routed.py
     shows it on a serving worker."""
-    main = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/main.yml").read_text())
+    main = yaml.safe_load((ROOT / "roles/nvidia_driver/tasks/change.yml").read_text())
     routed = _at(main, "Hand a routed worker's driver change")
-    assert routed < _at(main, "Install")
+    assert _at(main, "Check what an install needs") < routed < _at(main, "Install")
     assert main[routed]["ansible.builtin.include_role"] == {
         "name": "rolling_update",
         "tasks_from": "refuse",

@@ -42,6 +42,7 @@ RUNNERS = {
     "script",
     "raw",
     "gpuhost.gpu.sglang_bench",
+    "gpuhost.gpu.nccl_torch",
 }
 BLOCK_KEYS = ("block", "rescue", "always")
 PLAY_KEYS = ("pre_tasks", "tasks", "post_tasks", "handlers")

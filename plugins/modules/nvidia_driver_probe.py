@@ -6,6 +6,10 @@ from __future__ import annotations
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cuda_toolkits import (
+    ToolkitError,
+    toolkits,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_driver_activation import (
     gpu_holders,
 )
@@ -17,6 +21,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvidia_driver 
     nvswitch_present,
     parse_dpkg_query,
     pci_functions,
+    plan,
     secure_boot_state,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_secure_boot import (
@@ -44,6 +49,20 @@ options:
         plugins/module_utils/gpuhost_secure_boot.py, the one reader for every role.
     type: path
     default: /sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c
+  plan_for:
+    description:
+      - Also decide what role nvidia_driver does from this reading (C(plan) in the result, the
+        rule of C(plugins/module_utils/gpuhost_nvidia_driver.py)), so the decision is kept
+        with the reading it was made from. Keys C(branch), C(version), C(packages), C(force)
+        and C(gpu_facts) (preflight's C(gpuhost_gpu), or empty). Unset = no plan.
+    type: dict
+  cuda_toolkits_in:
+    description:
+      - Also list the CUDA toolkits in this directory (C(cuda-*) directories with a
+        C(bin/nvcc)) and the release each compiler reports (role cuda_toolkit; one call for
+        its GPU presence and toolkits). Unset = no look. A compiler that fails its
+        C(--version) fails the task.
+    type: path
 author: gpuhost
 """
 
@@ -92,6 +111,14 @@ dpkg:
   description: Whether the dpkg database could be read.
   returned: always
   type: bool
+plan:
+  description: With I(plan_for), the decision (action skip|keep|foreign|install, reason, ...).
+  returned: when plan_for is set
+  type: dict
+cuda_toolkits:
+  description: With I(cuda_toolkits_in), each toolkit (path, version X.Y or unknown), by path.
+  returned: always
+  type: list
 """
 
 
@@ -111,6 +138,17 @@ def main():
                 "type": "path",
                 "default": SECURE_BOOT_EFIVAR,
             },
+            "cuda_toolkits_in": {"type": "path"},
+            "plan_for": {
+                "type": "dict",
+                "options": {
+                    "branch": {"type": "int", "required": True},
+                    "version": {"type": "str", "default": ""},
+                    "packages": {"type": "list", "elements": "str", "required": True},
+                    "force": {"type": "bool", "default": False},
+                    "gpu_facts": {"type": "dict", "default": {}},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -124,26 +162,46 @@ def main():
         if live
         else None
     )
+    cuda_in = module.params["cuda_toolkits_in"]
+    try:
+        cuda = (
+            toolkits(cuda_in, lambda argv: module.run_command(argv, check_rc=False))
+            if cuda_in
+            else []
+        )
+    except ToolkitError as err:
+        module.fail_json(msg=f"cuda_toolkit: {err}")
     packages = [
         p for p in parse_dpkg_query(dpkg_out or "") if is_driver_family(p["name"], p["version"])
     ]
 
-    module.exit_json(
-        changed=False,
-        driver=loaded_driver(root),
-        installed_module_flavour=flavour_from_license(license_text),
-        gpus=[f for f in functions if is_gpu(f)],
-        holders=gpu_holders(root, [f["bus_id"] for f in functions if is_gpu(f)]),
-        gpu_present=any(is_gpu(f) for f in functions),
-        nvswitch_present=nvswitch_present(root, functions),
-        secure_boot=secure_boot_state(
+    result = {
+        "driver": loaded_driver(root),
+        "installed_module_flavour": flavour_from_license(license_text),
+        "gpus": [f for f in functions if is_gpu(f)],
+        "holders": gpu_holders(root, [f["bus_id"] for f in functions if is_gpu(f)]),
+        "gpu_present": any(is_gpu(f) for f in functions),
+        "nvswitch_present": nvswitch_present(root, functions),
+        "secure_boot": secure_boot_state(
             root,
             module.params["secure_boot_efivar"],
             lambda: _run(module, ["mokutil", "--sb-state"]) if live else None,
         ),
-        packages=packages,
-        dpkg=dpkg_out is not None,
-    )
+        "packages": packages,
+        "dpkg": dpkg_out is not None,
+        "cuda_toolkits": cuda,
+    }
+    wanted = module.params["plan_for"]
+    if wanted:
+        result["plan"] = plan(
+            result,
+            wanted["gpu_facts"],
+            wanted["branch"],
+            wanted["version"],
+            wanted["packages"],
+            wanted["force"],
+        )
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,74 @@
+#!/usr/bin/python
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Role nccl's one read of the server's Python and the NCCL version its torch ships."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpuhost.gpu.nccl_torch
+short_description: Is the server's Python there, and which NCCL does its torch ship
+description:
+  - One round trip for what a M(ansible.builtin.stat) of the interpreter and a
+    M(ansible.builtin.command) asking torch took two (issue 29 item 6).
+  - I(exists) is an lstat (a link counts). With I(read_version), an existing interpreter is
+    run once with C(-c) to print C(torch.cuda.nccl.version()); a failure (no torch, a CPU
+    build) gives an empty I(version), never a failed task.
+  - Run it as the service account (C(become_user)): root runs nothing from the server's venv.
+  - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_nccl_torch.py).
+options:
+  python: {description: The interpreter (the venv's C(bin/python))., type: path, required: true}
+  read_version:
+    description: Ask its torch for the NCCL version (false when C(nccl_version) is pinned).
+    type: bool
+    default: true
+author: gpuhost
+"""
+
+EXAMPLES = r"""
+- name: Read the NCCL version torch ships
+  become: true
+  become_user: gpuhost
+  gpuhost.gpu.nccl_torch:
+    python: /opt/gpuhost/venv/bin/python
+  register: _torch
+"""
+
+RETURN = r"""
+exists: {description: The interpreter's path exists (lstat)., type: bool, returned: always}
+version:
+  description: NCCL version torch reports; "" when not read or unreadable.
+  type: str
+  returned: always
+exit_status:
+  description: Exit status of the read (not C(rc), which fails a task); null when it did not run.
+  type: int
+  returned: always
+stderr: {description: The read's last 2000 characters of stderr., type: str, returned: always}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nccl_torch import (  # noqa: E402
+    look,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "python": {"type": "path", "required": True},
+            "read_version": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    result = look(
+        module.params["python"],
+        module.params["read_version"],
+        lambda argv: module.run_command(argv, check_rc=False),
+    )
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
