@@ -25,7 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_model_cache import (
     model_cache_disk_finding,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_hf_cache_adopt as hc
-from ansible_collections.gpuhost.gpu.plugins.modules import path_size
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_path_size as path_size
 from gpuhost_fakes import ROOT, run_playbook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to other uids needs root")

@@ -15,7 +15,7 @@ import yaml
 from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_model_cache import (
     model_cache_disk_finding,
 )
-from ansible_collections.gpuhost.gpu.plugins.modules.path_size import revision_bytes
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_path_size import revision_bytes
 from gpuhost_fakes import ROOT
 
 MIB = 1 << 20
