@@ -10,8 +10,8 @@ DOCUMENTATION = r"""
 module: gpuhost.gpu.base_state
 short_description: What role base would change (dpkg, the service account, its directories)
 description:
-  - One round trip for everything role C(base) compares on a converged host (issue 29 item 6):
-    dpkg's state as M(gpuhost.gpu.dpkg_state) reads it (an interrupted install, the packages
+  - One round trip for everything role C(base) compares on a converged host (issue 29 item 6),
+    that is dpkg's state as M(gpuhost.gpu.dpkg_state) reads it (an interrupted install, the packages
     not installed), the group and the account as NSS (getent) answers, and the directories as
     M(gpuhost.gpu.file_set) would find them. Role base calls apt, M(ansible.builtin.group),
     M(ansible.builtin.user) and M(gpuhost.gpu.file_set) only where this read names a
@@ -55,8 +55,8 @@ RETURN = r"""
 interrupted: {description: As M(gpuhost.gpu.dpkg_state)., type: bool, returned: always}
 missing: {description: As M(gpuhost.gpu.dpkg_state)., type: list, returned: always}
 summary: {description: As M(gpuhost.gpu.dpkg_state) (also action, configure, journal, configurable, manual, fix)., type: str, returned: always}
-group_changes: {description: What ansible.builtin.group would change ([] = nothing)., type: list, returned: always}
-user_changes: {description: What ansible.builtin.user would change ([] = nothing)., type: list, returned: always}
+group_changes: {description: What ansible.builtin.group would change (empty when nothing)., type: list, returned: always}
+user_changes: {description: What ansible.builtin.user would change (empty when nothing)., type: list, returned: always}
 files_changes:
   description: The entries file_set would change (name, path, what), or the refusal it would fail with.
   type: list

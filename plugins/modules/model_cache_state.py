@@ -10,9 +10,9 @@ DOCUMENTATION = r"""
 module: gpuhost.gpu.model_cache_state
 short_description: What role model_cache decides from, in one read
 description:
-  - One round trip for what took four (issue 29 item 6): the measure of M(gpuhost.gpu.path_size)
+  - One round trip for what took four (issue 29 item 6), that is the measure of M(gpuhost.gpu.path_size)
     (the cache's free space, this revision's bytes already there), whether the completion
-    marker exists (lstat: a link there counts, as ansible.builtin.stat found it), the download
+    marker exists (lstat, so a link there counts, as ansible.builtin.stat found it), the download
     unit's state (C(systemctl show)), and whether M(gpuhost.gpu.file_set) would change the
     role's entries (the leftover token file, HF_HOME, the marker directory). Role model_cache
     reads it once per run, in preflight, and calls file_set and the download steps only where
@@ -31,6 +31,12 @@ options:
     description: The download unit (without .service); "" skips it.
     type: str
     default: ""
+  unit_required:
+    description:
+      - Fail when C(systemctl show) cannot read the unit; false reports it in C(unit_error)
+        instead (preflight, which also runs where systemd is not PID 1).
+    type: bool
+    default: true
   files:
     description: Entries in M(gpuhost.gpu.file_set)'s shape, compared in check mode.
     type: list
@@ -55,6 +61,10 @@ marker: {description: I(marker) as given (which model and revision this read is 
 marker_exists: {description: Something is at I(marker) (false when I(marker) is "")., type: bool, returned: always}
 unit_show:
   description: C(systemctl show) of the unit (LoadState, ActiveState, SubState, Result, ExecMainStatus, Description); "" when I(unit) is "".
+  type: str
+  returned: always
+unit_error:
+  description: Why C(systemctl show) could not read the unit ("" when it could), with I(unit_required) false.
   type: str
   returned: always
 files_changes:
@@ -85,6 +95,7 @@ def main():
             "revision": {"type": "str", "default": ""},
             "marker": {"type": "str", "default": ""},
             "unit": {"type": "str", "default": ""},
+            "unit_required": {"type": "bool", "default": True},
             "files": {"type": "list", "elements": "dict", "default": []},
         },
         supports_check_mode=True,
@@ -94,7 +105,7 @@ def main():
         found = measure(params["path"], params["revision"])
     except OSError as exc:
         module.fail_json(msg=str(exc))
-    show = ""
+    show = error = ""
     if params["unit"]:
         if not _UNIT.fullmatch(params["unit"]):
             module.fail_json(msg=f"unit: {params['unit']!r} is not a unit name")
@@ -102,12 +113,16 @@ def main():
             ["systemctl", "show", f"{params['unit']}.service", "-p", _PROPERTIES], check_rc=False
         )
         if rc != 0:
-            module.fail_json(msg=f"systemctl show {params['unit']}.service: {err.strip()}", rc=rc)
+            error = f"systemctl show {params['unit']}.service: {err.strip()}"
+            if params["unit_required"]:
+                module.fail_json(msg=error, rc=rc)
+            show = ""
     module.exit_json(
         changed=False,
         marker=params["marker"],
         marker_exists=bool(params["marker"]) and os.path.lexists(params["marker"]),
         unit_show=show,
+        unit_error=error,
         files_changes=files_changes(params["files"]),
         **found,
     )
