@@ -60,7 +60,7 @@ def test_each_difference_the_modules_would_fix_is_named(change, group, user):
     found = acc.changes(_found(**change), WANTED)
     assert found["group"] == group
     assert len(found["user"]) == len(user)
-    for got, part in zip(found["user"], user):
+    for got, part in zip(found["user"], user, strict=True):
         assert part in got
 
 
@@ -133,7 +133,7 @@ def test_base_writes_only_what_its_read_names_with_the_values_it_compared():
     user = tasks["ansible.builtin.user"]
     assert user["when"] == "_base_dpkg.user_changes | length > 0"
     for key in ("name", "groups", "shell", "home"):
-        assert user["ansible.builtin.user"][key] == "{{ _base_account.%s }}" % key
+        assert user["ansible.builtin.user"][key] == f"{{{{ _base_account.{key} }}}}"
     assert user["ansible.builtin.user"]["group"] == "{{ gpuhost_service_group }}"
     files = tasks["gpuhost.gpu.file_set"]
     assert files["gpuhost.gpu.file_set"]["files"] == "{{ _base_dirs }}"

@@ -87,14 +87,17 @@ def test_the_read_compares_the_entries_file_set_writes():
     for name in ("preflight.yml", "start.yml"):
         read = next(t for t in _tasks(name) if "gpuhost.gpu.model_cache_state" in t)
         args = read["gpuhost.gpu.model_cache_state"]
-        assert args["files"] == "{{ _model_cache_entries }}" and read["register"] == "_model_cache_state"
-        assert args["marker"] == "{{ _model_cache_marker }}" and args["unit"] == "{{ _model_cache_unit }}"
+        assert args["files"] == "{{ _model_cache_entries }}"
+        assert read["register"] == "_model_cache_state"
+        assert args["marker"] == "{{ _model_cache_marker }}"
+        assert args["unit"] == "{{ _model_cache_unit }}"
     start = _tasks("start.yml")
     write = next(t for t in start if "gpuhost.gpu.file_set" in t)
     assert write["gpuhost.gpu.file_set"]["files"] == "{{ _model_cache_entries }}"
     assert write["when"] == "_model_cache_state.files_changes | length > 0"
     names = [t["name"] for t in start]
-    assert names.index(write["name"]) == 1  # the fresh read, then the write: before any other change
+    # The fresh read, then the write, before any other change.
+    assert names.index(write["name"]) == 1
 
 
 def test_the_host_and_serve_stages_skip_only_a_model_found_done():

@@ -21,15 +21,26 @@ description:
     C(plugins/module_utils/gpuhost_file_set.py) in check mode, the same code that writes them.
 options:
   admindir: {description: dpkg's database directory., type: path, default: /var/lib/dpkg}
-  packages: {description: Package names whose absence C(missing) lists., type: list, elements: str, default: []}
-  group: {description: The service group (ansible.builtin.group, no gid pinned)., type: str, required: true}
+  packages:
+    description: Package names whose absence C(missing) lists.
+    type: list
+    elements: str
+    default: []
+  group:
+    description: The service group (ansible.builtin.group, no gid pinned).
+    type: str
+    required: true
   user:
     description: The service account as role base passes it to ansible.builtin.user.
     type: dict
     required: true
     suboptions:
       name: {description: Account name., type: str, required: true}
-      groups: {description: Supplementary groups (appended)., type: list, elements: str, default: []}
+      groups:
+        description: Supplementary groups (appended).
+        type: list
+        elements: str
+        default: []
       home: {description: Home directory., type: str, required: true}
       shell: {description: Login shell., type: str, required: true}
   files:
@@ -45,20 +56,43 @@ EXAMPLES = r"""
   gpuhost.gpu.base_state:
     packages: [acl, curl]
     group: gpuhost
-    user: {name: gpuhost, groups: [video], home: /var/lib/gpuhost-service, shell: /usr/sbin/nologin}
+    user:
+      name: gpuhost
+      groups: [video]
+      home: /var/lib/gpuhost/service
+      shell: /usr/sbin/nologin
     files:
       - {name: base, path: /opt/gpuhost, state: directory, group: gpuhost, mode: "0755"}
   register: _base
 """
 
 RETURN = r"""
-interrupted: {description: As M(gpuhost.gpu.dpkg_state)., type: bool, returned: always}
-missing: {description: As M(gpuhost.gpu.dpkg_state)., type: list, returned: always}
-summary: {description: As M(gpuhost.gpu.dpkg_state) (also action, configure, journal, configurable, manual, fix)., type: str, returned: always}
-group_changes: {description: What ansible.builtin.group would change (empty when nothing)., type: list, returned: always}
-user_changes: {description: What ansible.builtin.user would change (empty when nothing)., type: list, returned: always}
+interrupted:
+  description: As M(gpuhost.gpu.dpkg_state).
+  type: bool
+  returned: always
+missing:
+  description: As M(gpuhost.gpu.dpkg_state).
+  type: list
+  returned: always
+summary:
+  description: >-
+    As M(gpuhost.gpu.dpkg_state) (so are action, configure, journal, configurable, manual
+    and fix).
+  type: str
+  returned: always
+group_changes:
+  description: What ansible.builtin.group would change (empty when nothing).
+  type: list
+  returned: always
+user_changes:
+  description: What ansible.builtin.user would change (empty when nothing).
+  type: list
+  returned: always
 files_changes:
-  description: The entries file_set would change (name, path, what), or the refusal it would fail with.
+  description: >-
+    The entries file_set would change (name, path, what), or the refusal it would fail
+    with (empty when nothing).
   type: list
   returned: always
 """

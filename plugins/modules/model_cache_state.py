@@ -10,18 +10,21 @@ DOCUMENTATION = r"""
 module: gpuhost.gpu.model_cache_state
 short_description: What role model_cache decides from, in one read
 description:
-  - One round trip for what took four (issue 29 item 6), that is the measure of M(gpuhost.gpu.path_size)
-    (the cache's free space, this revision's bytes already there), whether the completion
-    marker exists (lstat, so a link there counts, as ansible.builtin.stat found it), the download
-    unit's state (C(systemctl show)), and whether M(gpuhost.gpu.file_set) would change the
-    role's entries (the leftover token file, HF_HOME, the marker directory). Role model_cache
-    reads it once per run, in preflight, and calls file_set and the download steps only where
+  - One round trip for what took four (issue 29 item 6), that is the measure of
+    M(gpuhost.gpu.path_size) (the cache's free space, this revision's bytes already there),
+    whether the completion marker exists (lstat, so a link there counts, as
+    ansible.builtin.stat found it), the download unit's state (C(systemctl show)), and
+    whether M(gpuhost.gpu.file_set) would change the role's entries (the leftover token
+    file, HF_HOME, the marker directory). Role model_cache reads it once per run, in preflight, and calls file_set and the download steps only where
     it says there is something to do.
   - Read-only (check mode safe). The measure is C(plugins/module_utils/gpuhost_path_size.py);
     the entries are compared by C(plugins/module_utils/gpuhost_file_set.py) in check mode, the
     code that writes them.
 options:
-  path: {description: The repo's directory in the hub cache (models--org--name)., type: path, required: true}
+  path:
+    description: The repo's directory in the hub cache (models--org--name).
+    type: path
+    required: true
   revision:
     description: A commit sha or a branch (resolved through C(refs/<branch>)); "" skips it.
     type: str
@@ -56,19 +59,36 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-free_bytes: {description: As M(gpuhost.gpu.path_size) (also bytes, files, incomplete, probe_path, revision_*)., type: int, returned: always}
-marker: {description: I(marker) as given (which model and revision this read is of)., type: str, returned: always}
-marker_exists: {description: Something is at I(marker) (false when I(marker) is "")., type: bool, returned: always}
+free_bytes:
+  description: >-
+    As M(gpuhost.gpu.path_size) (so are bytes, files, incomplete, probe_path and, with a
+    revision, revision_bytes, other_revision_bytes, revision_commit).
+  type: int
+  returned: always
+marker:
+  description: I(marker) as given (which model and revision this read is of).
+  type: str
+  returned: always
+marker_exists:
+  description: Something is at I(marker) (false when I(marker) is "").
+  type: bool
+  returned: always
 unit_show:
-  description: C(systemctl show) of the unit (LoadState, ActiveState, SubState, Result, ExecMainStatus, Description); "" when I(unit) is "".
+  description: >-
+    C(systemctl show) of the unit (LoadState, ActiveState, SubState, Result,
+    ExecMainStatus, Description); "" when I(unit) is "" or it could not be read.
   type: str
   returned: always
 unit_error:
-  description: Why C(systemctl show) could not read the unit ("" when it could), with I(unit_required) false.
+  description: >-
+    Why C(systemctl show) could not read the unit ("" when it could), with I(unit_required)
+    false.
   type: str
   returned: always
 files_changes:
-  description: The entries file_set would change (name, path, what), or the refusal it would fail with.
+  description: >-
+    The entries file_set would change (name, path, what), or the refusal it would fail
+    with (empty when nothing).
   type: list
   returned: always
 """
