@@ -15,8 +15,9 @@ description:
     whether the completion marker exists (lstat, so a link there counts, as
     ansible.builtin.stat found it), the download unit's state (C(systemctl show)), and
     whether M(gpuhost.gpu.file_set) would change the role's entries (the leftover token
-    file, HF_HOME, the marker directory). Role model_cache reads it once per run, in preflight, and calls file_set and the download steps only where
-    it says there is something to do.
+    file, HF_HOME, the marker directory). Role model_cache reads it once per run, in
+    preflight, and calls file_set and the download steps only where it says there is
+    something to do.
   - Read-only (check mode safe). The measure is C(plugins/module_utils/gpuhost_path_size.py);
     the entries are compared by C(plugins/module_utils/gpuhost_file_set.py) in check mode, the
     code that writes them.
