@@ -89,9 +89,44 @@ def test_missing_lists_what_apt_would_still_install():
     assert dp.missing(status, ["absent"], "amd64") == ["absent"]
 
 
-def test_module_documents_the_same_format():
-    module = (ROOT / "plugins/modules/dpkg_state.py").read_text()
-    assert "DPKG_QUERY_FORMAT" in module and "assess" in module
+def test_modules_read_through_the_one_reader():
+    # dpkg_state and base_state both read dpkg through gpuhost_dpkg.read.
+    for name in ("dpkg_state", "base_state"):
+        text = (ROOT / f"plugins/modules/{name}.py").read_text()
+        assert "gpuhost_dpkg import read" in text, name
+
+
+def _runner(status_text, rc=0, arch="amd64"):
+    """A test double of AnsibleModule.run_command: dpkg-query and dpkg's answers."""
+    calls = []
+
+    def run(argv, check_rc=False, environ_update=None):
+        calls.append(argv)
+        if argv[0] == "dpkg-query":
+            assert argv[-1] == f"-f={dp.DPKG_QUERY_FORMAT}"
+            return rc, status_text, "no such admindir" if rc else ""
+        return 0, arch + "\n", ""
+
+    return run, calls
+
+
+def test_read_assesses_and_lists_missing(tmp_path):
+    (tmp_path / "updates").mkdir()
+    (tmp_path / "updates" / "0001").write_text("")
+    run, calls = _runner(CLEAN + "curl:amd64\t8\tinstall ok installed\n")
+    found = dp.read(run, str(tmp_path), ["curl", "acl"])
+    assert found["journal"] == ["0001"] and found["action"] == "configure"
+    assert found["missing"] == ["acl"] and found["fix"] == ""
+    assert [c[0] for c in calls] == ["dpkg-query", "dpkg"]
+    run, calls = _runner(CLEAN)
+    assert dp.read(run, str(tmp_path / "none"), [])["interrupted"] is False
+    assert [c[0] for c in calls] == ["dpkg-query"]  # no packages: no architecture asked
+
+
+def test_read_fails_naming_the_admindir():
+    run, _ = _runner("", rc=2)
+    with pytest.raises(RuntimeError, match="could not read /nowhere: no such admindir"):
+        dp.read(run, "/nowhere", [])
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (Debian)")

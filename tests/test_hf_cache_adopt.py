@@ -25,7 +25,7 @@ from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_model_cache import (
     model_cache_disk_finding,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_hf_cache_adopt as hc
-from ansible_collections.gpuhost.gpu.plugins.modules import path_size
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_path_size as path_size
 from gpuhost_fakes import ROOT, run_playbook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown to other uids needs root")
@@ -386,16 +386,22 @@ def test_the_role_refuses_a_missing_owner_first_and_a_bad_blob_by_name(caches, t
     assert list((cache / "huggingface/gpuhost-complete").iterdir()) == []
 
 
-def test_the_download_step_adopts_before_it_reads_the_marker():
-    """tasks/start.yml (the overlap and the serve stage both run it) adopts first, so the
-    marker it then reads is there and nothing is downloaded."""
+def test_the_download_step_adopts_before_it_decides():
+    """tasks/start.yml (the overlap and the serve stage both run it) adopts before it decides,
+    and the decision counts the marker adopt.yml wrote (outside check mode), so nothing is
+    downloaded."""
     tasks = yaml.safe_load((ROOT / "roles/model_cache/tasks/start.yml").read_text())
     names = [t.get("name", "") for t in tasks]
     adopt = next(
         i for i, t in enumerate(tasks) if t.get("ansible.builtin.include_tasks") == "adopt.yml"
     )
     assert tasks[adopt]["when"] == "model_cache_adopt_from | length > 0"
-    assert adopt < names.index("Look for the completion marker of this model and revision")
+    decide = names.index("Decide whether to start, wait or finish")
+    assert adopt < decide
+    action = tasks[decide]["ansible.builtin.set_fact"]["_model_cache_action"]
+    assert "_model_cache_state.marker_exists" in action and "_model_cache_adopt_marked" in action
+    marked = tasks[decide]["vars"]["_model_cache_adopt_marked"]
+    assert "model_cache_adopt_from | length > 0" in marked and "not ansible_check_mode" in marked
 
 
 def test_the_disk_check_credits_what_adoption_links_not_what_it_copies():

@@ -15,7 +15,7 @@ import yaml
 from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_model_cache import (
     model_cache_disk_finding,
 )
-from ansible_collections.gpuhost.gpu.plugins.modules.path_size import revision_bytes
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_path_size import revision_bytes
 from gpuhost_fakes import ROOT
 
 MIB = 1 << 20
@@ -116,8 +116,8 @@ def test_disk_check_needs_the_whole_new_revision_and_names_the_old_one():
 
 def test_preflight_and_wait_measure_by_revision():
     preflight = yaml.safe_load((ROOT / "roles/model_cache/tasks/preflight.yml").read_text())
-    measure = next(t for t in preflight if "gpuhost.gpu.path_size" in t)
-    assert measure["gpuhost.gpu.path_size"]["revision"] == "{{ _model_cache_revision }}"
+    measure = next(t for t in preflight if "gpuhost.gpu.model_cache_state" in t)
+    assert measure["gpuhost.gpu.model_cache_state"]["revision"] == "{{ _model_cache_revision }}"
     wait = (ROOT / "roles/model_cache/tasks/finish.yml").read_text()
     assert 'revision: "{{ _model_cache_revision }}"' in wait
 

@@ -58,6 +58,8 @@ SAFE = {
     "gpuhost.gpu.path_size": "read-only sizes; no link followed but a snapshot's to its blob "
     "(stat, no read), a ref read only when a regular file",
     "gpuhost.gpu.download_wait": "read-only: path_size's sizes",
+    "gpuhost.gpu.model_cache_state": "read-only: path_size's sizes, an lstat of the marker, and "
+    "file_set's own check mode (service_path's walk, nothing written)",
     "gpuhost.gpu.doctor": "read-only: statvfs of the cache dir",
     "gpuhost.gpu.hf_cache_adopt": "the destination through service_path's opened_directory walk, "
     "each entry by its directory's descriptor (O_NOFOLLOW, O_EXCL temp names, rename in place)",

@@ -22,6 +22,7 @@ names in the updates directory; assess() decides.
 
 from __future__ import annotations
 
+import os
 import re
 
 DPKG_QUERY_FORMAT = "${binary:Package}\\t${Version}\\t${Status}\\n"
@@ -126,3 +127,32 @@ def manual_fix(manual: list[dict]) -> str:
         f"reinstall them (`apt-get install --reinstall {names}`) or, if that fails, remove them "
         f"(`dpkg --remove --force-remove-reinstreq {names}`), then run the play again"
     )
+
+
+def read(run_command, admindir: str, packages: list[str] | None) -> dict:
+    """The whole read of module dpkg_state (and of base_state's dpkg half): dpkg-query's
+    status and the journal names assessed, with `fix` and `missing`. run_command is
+    AnsibleModule.run_command; raises RuntimeError when dpkg-query cannot read admindir."""
+    rc, out, err = run_command(
+        ["dpkg-query", f"--admindir={admindir}", "-W", f"-f={DPKG_QUERY_FORMAT}"],
+        check_rc=False,
+        environ_update={"LC_ALL": "C"},
+    )
+    if rc != 0:
+        raise RuntimeError(f"dpkg-query could not read {admindir}: {err.strip()}")
+    try:
+        updates = os.listdir(os.path.join(admindir, "updates"))
+    except OSError:
+        updates = []
+    found = assess(out, updates)
+    arch = ""
+    if packages:
+        rc, arch_out, _ = run_command(
+            ["dpkg", f"--admindir={admindir}", "--print-architecture"], check_rc=False
+        )
+        arch = arch_out.strip() if rc == 0 else ""
+    return {
+        **found,
+        "fix": manual_fix(found["manual"]) if found["manual"] else "",
+        "missing": missing(out, packages, arch),
+    }

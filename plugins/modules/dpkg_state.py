@@ -3,15 +3,8 @@
 
 from __future__ import annotations
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_dpkg import (
-    DPKG_QUERY_FORMAT,
-    assess,
-    manual_fix,
-    missing,
-)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_dpkg import read
 
 DOCUMENTATION = r"""
 ---
@@ -96,32 +89,11 @@ def main():
         },
         supports_check_mode=True,
     )
-    admindir = module.params["admindir"]
-    rc, out, err = module.run_command(
-        ["dpkg-query", f"--admindir={admindir}", "-W", f"-f={DPKG_QUERY_FORMAT}"],
-        check_rc=False,
-        environ_update={"LC_ALL": "C"},
-    )
-    if rc != 0:
-        module.fail_json(msg=f"dpkg-query could not read {admindir}: {err.strip()}", rc=rc)
     try:
-        updates = os.listdir(os.path.join(admindir, "updates"))
-    except OSError:
-        updates = []
-    found = assess(out, updates)
-    wanted = module.params["packages"]
-    arch = ""
-    if wanted:
-        rc, arch_out, _ = module.run_command(
-            ["dpkg", f"--admindir={admindir}", "--print-architecture"], check_rc=False
-        )
-        arch = arch_out.strip() if rc == 0 else ""
-    module.exit_json(
-        changed=False,
-        fix=manual_fix(found["manual"]) if found["manual"] else "",
-        missing=missing(out, wanted, arch),
-        **found,
-    )
+        found = read(module.run_command, module.params["admindir"], module.params["packages"])
+    except RuntimeError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **found)
 
 
 if __name__ == "__main__":
