@@ -263,13 +263,9 @@ def test_kernel_log_is_dmesg_text_or_none_with_the_reason():
     probe = FakeProbe(commands={("dmesg",): (0, text, "")})
     assert read_kernel_log(probe) == (text, "")
     assert probe.calls == [("dmesg",)]
-    restricted = FakeProbe(
-        commands={("dmesg",): (1, "", "dmesg: read kernel buffer failed: Operation not permitted\n")}
-    )
-    assert read_kernel_log(restricted) == (
-        None,
-        "dmesg: read kernel buffer failed: Operation not permitted",
-    )
+    denied = "dmesg: read kernel buffer failed: Operation not permitted"
+    restricted = FakeProbe(commands={("dmesg",): (1, "", denied + "\n")})
+    assert read_kernel_log(restricted) == (None, denied)
     assert read_kernel_log(FakeProbe()) == (None, "dmesg not found")
     assert read_kernel_log(FakeProbe(commands={("dmesg",): (2, "", "")})) == (
         None,

@@ -253,10 +253,10 @@ def test_settings_errors_name_the_option_value_and_allowed():
 
 def run_verify_module(tmp_path, **args):
     """The module as Ansible runs it (its JSON arguments file), on this machine."""
-    (tmp_path / "args.json").write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "plugins" / "modules" / "sglang_verify.py")]
-        + [str(tmp_path / "args.json")],
+        [sys.executable, str(ROOT / "plugins/modules/sglang_verify.py"), str(args_file)],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": "/usr/bin:/bin"},
