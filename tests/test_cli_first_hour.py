@@ -361,7 +361,7 @@ def test_the_cli_reads_the_fact_role_verify_publishes():
     import yaml
 
     root = Path(__file__).resolve().parents[1]
-    tasks = yaml.safe_load((root / "roles/verify/tasks/preflight.yml").read_text())
+    tasks = yaml.safe_load((root / "roles/verify/tasks/main.yml").read_text())
     set_here = {k for t in tasks for k in (t.get("ansible.builtin.set_fact") or {})}
     assert runfacts.SERVER_INSTALLED_FACT == "verify_server_installed"
     assert runfacts.SERVER_INSTALLED_FACT in set_here

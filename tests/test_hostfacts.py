@@ -16,6 +16,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts impo
     parse_detect_virt,
     parse_meminfo,
     parse_thp,
+    read_kernel_log,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_pci_gpus import (
     collect_pci_gpus,
@@ -252,3 +253,21 @@ def test_init_system(files, dirs, expected, reason):
     host = collect_host(FakeProbe(files=files, dirs=dirs))
     assert (host["init"]["systemd"], host["init"]["pid1"]) == expected
     assert host["unknown"].get("init.systemd") == reason
+
+
+# ---------------------------------------------------------------- the kernel log (proxmox_guest)
+
+
+def test_kernel_log_is_dmesg_text_or_none_with_the_reason():
+    text = "[    1.0] NVRM: loading NVIDIA UNIX Open Kernel Module\n"
+    probe = FakeProbe(commands={("dmesg",): (0, text, "")})
+    assert read_kernel_log(probe) == (text, "")
+    assert probe.calls == [("dmesg",)]
+    denied = "dmesg: read kernel buffer failed: Operation not permitted"
+    restricted = FakeProbe(commands={("dmesg",): (1, "", denied + "\n")})
+    assert read_kernel_log(restricted) == (None, denied)
+    assert read_kernel_log(FakeProbe()) == (None, "dmesg not found")
+    assert read_kernel_log(FakeProbe(commands={("dmesg",): (2, "", "")})) == (
+        None,
+        "dmesg exited 2",
+    )

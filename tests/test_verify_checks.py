@@ -239,3 +239,60 @@ def test_server_summary_drops_secrets():
         "model_path": "m",
         "tp_size": 8,
     }
+
+
+def test_settings_errors_name_the_option_value_and_allowed():
+    assert probe.settings_errors({"served_model_name": "m", "questions": QUESTIONS}) == []
+    (name,) = probe.settings_errors({"served_model_name": " ", "questions": QUESTIONS})
+    assert name.startswith("served_model_name: got ' '") and "verify_served_model_name" in name
+    (none,) = probe.settings_errors({"served_model_name": "m", "questions": []})
+    assert none.startswith("questions: got none") and "verify_questions" in none
+    (half,) = probe.settings_errors({"served_model_name": "m", "questions": [{"prompt": "q"}]})
+    assert half.startswith("questions[0]: got {'prompt': 'q'}")
+
+
+def run_verify_module(tmp_path, **args):
+    """The module as Ansible runs it (its JSON arguments file), on this machine."""
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "plugins/modules/sglang_verify.py"), str(args_file)],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT / ".collections"), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_module_says_no_server_without_its_unit_and_asks_nothing(tmp_path):
+    # No unit: nothing is asked (the URL is unreachable) and empty settings are no error.
+    out = run_verify_module(
+        tmp_path,
+        service_unit=str(tmp_path / "none.service"),
+        base_url="http://127.0.0.1:9",
+        served_model_name="",
+        questions=[],
+    )
+    assert out == {"changed": False, "server_installed": False, "invocation": out["invocation"]}
+
+
+def test_module_checks_the_settings_before_a_request_when_the_unit_is_there(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Service]\n")
+    out = run_verify_module(
+        tmp_path, service_unit=str(unit), base_url="http://127.0.0.1:9", served_model_name=""
+    )
+    assert out["failed"] and out["msg"].startswith("served_model_name: got ''"), out
+    assert "questions: got none" in out["msg"]
+    asked = run_verify_module(
+        tmp_path,
+        service_unit=str(unit),
+        base_url="http://127.0.0.1:9",
+        served_model_name="m",
+        questions=QUESTIONS,
+        timeout=2,
+    )
+    assert asked["server_installed"] is True
+    assert asked["verify"]["findings"][0]["status"] == "fail", asked

@@ -368,3 +368,13 @@ def _secure_boot(probe, efi_present, unknown):
     if found["state"] == UNKNOWN:
         unknown["secure_boot"] = found["source"]
     return found["state"]
+
+
+def read_kernel_log(probe):
+    """The kernel log (dmesg) for role proxmox_guest's passthrough checks, read by the same
+    module call as the facts: (text, "") or (None, why) when it could not be read
+    (dmesg_restrict without root, no dmesg); that is a finding of the checks, not an error."""
+    rc, out, err = probe.run(["dmesg"])
+    if rc == 0:
+        return out, ""
+    return None, (err or "").strip() or f"dmesg exited {rc}"

@@ -289,3 +289,31 @@ def run_checks(params):
         )
     result["passed"] = all(f["status"] != "fail" for f in result["findings"])
     return result
+
+
+def settings_errors(params):
+    """What the checks need before a request is made: a served name and at least one
+    question with a prompt and an expected value. One line per problem, naming the option,
+    the value and what is allowed; empty when the settings are usable."""
+    errors = []
+    if not str(params.get("served_model_name") or "").strip():
+        errors.append(
+            f"served_model_name: got {params.get('served_model_name')!r}; allowed: the name "
+            "the server serves (role verify: verify_served_model_name, from "
+            "sglang_server_served_model_name or the profile's served_model_name)"
+        )
+    questions = params.get("questions") or []
+    if not questions:
+        errors.append(
+            "questions: got none; allowed: at least one {prompt, expected} "
+            "(role verify: verify_questions)"
+        )
+    for index, question in enumerate(questions):
+        if (
+            not str(question.get("prompt") or "").strip()
+            or not str(question.get("expected") or "").strip()
+        ):
+            errors.append(
+                f"questions[{index}]: got {question!r}; allowed: a non-empty prompt and expected"
+            )
+    return errors

@@ -37,6 +37,11 @@ options:
       runs in every play; the bench samples steal under load, per level).
     type: float
     default: 0.0
+  kernel_log:
+    description: Read the kernel log (C(dmesg)) too, for role proxmox_guest's passthrough
+      checks, in this same call; returned as C(kernel_log), never kept in a fact.
+    type: bool
+    default: false
 author:
   - gpuhost contributors
 """
@@ -58,6 +63,15 @@ gpuhost_host:
     time, disk, IOMMU, IB.
   returned: always
   type: dict
+kernel_log:
+  description: The kernel log's text, or null when it could not be read (dmesg_restrict
+    without root, no dmesg); C(kernel_log_unread) then says why.
+  returned: when kernel_log
+  type: str
+kernel_log_unread:
+  description: Why the kernel log could not be read; empty when it was.
+  returned: when kernel_log
+  type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
@@ -65,6 +79,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_cpu_stat impor
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import (  # noqa: E402
     Probe,
     collect_host,
+    read_kernel_log,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nvsmi import (  # noqa: E402
     UNKNOWN,
@@ -120,6 +135,7 @@ def main():
             "disk_paths": {"type": "list", "elements": "path", "default": []},
             "timeout": {"type": "int", "default": 30},
             "cpu_sample_s": {"type": "float", "default": 0.0},
+            "kernel_log": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -136,7 +152,10 @@ def main():
         warn=module.warn,
         cpu_sample_s=sample,
     )
-    module.exit_json(changed=False, gpuhost_gpu=gpu, gpuhost_host=host)
+    extra = {}
+    if module.params["kernel_log"]:
+        extra["kernel_log"], extra["kernel_log_unread"] = read_kernel_log(probe)
+    module.exit_json(changed=False, gpuhost_gpu=gpu, gpuhost_host=host, **extra)
 
 
 if __name__ == "__main__":

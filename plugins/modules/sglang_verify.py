@@ -27,13 +27,13 @@ options:
   served_model_name:
     description: Name the server must list in C(/v1/models) and answer to.
     type: str
-    required: true
+    default: ""
   questions:
     description: Questions with known answers; an answer passes when its content contains
       the expected value as a whole value (C(42) is not found in C(420)).
     type: list
     elements: dict
-    required: true
+    default: []
   max_tokens:
     description: Token budget of each answer.
     type: int
@@ -62,6 +62,12 @@ options:
     description: Seconds one request may take.
     type: float
     default: 120
+  service_unit:
+    description: The server's systemd unit file. When given and absent, no server is
+      installed here - nothing is asked, the settings are not checked and the result says
+      C(server_installed=false). Empty asks the server whatever is installed.
+    type: path
+    default: ""
 author:
   - gpuhost contributors
 """
@@ -76,16 +82,25 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+server_installed:
+  description: False when I(service_unit) was given and is absent (nothing was asked).
+  returned: always
+  type: bool
 verify:
   description: base_url, served_model_name, server (version etc.), questions (prompt,
     expected, got, passed), ttft_ms, findings, passed.
-  returned: always
+  returned: when server_installed
   type: dict
 """
 
+import os  # noqa: E402 - after the doc blocks
+
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import SERVER_PORT  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_verify_checks import run_checks  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_verify_checks import (  # noqa: E402 - after the doc blocks
+    run_checks,
+    settings_errors,
+)
 
 
 def main():
@@ -93,8 +108,8 @@ def main():
         argument_spec={
             "base_url": {"type": "str", "default": f"http://127.0.0.1:{SERVER_PORT}"},
             "api_key": {"type": "str", "default": "", "no_log": True},
-            "served_model_name": {"type": "str", "required": True},
-            "questions": {"type": "list", "elements": "dict", "required": True},
+            "served_model_name": {"type": "str", "default": ""},
+            "questions": {"type": "list", "elements": "dict", "default": []},
             "max_tokens": {"type": "int", "default": 64},
             "chat_template_kwargs": {"type": "dict", "default": {}},
             "max_ttft_ms": {"type": "float", "default": 0},
@@ -102,20 +117,17 @@ def main():
             "tool_call_parser": {"type": "str", "default": ""},
             "parser_max_tokens": {"type": "int", "default": 256},
             "timeout": {"type": "float", "default": 120},
+            "service_unit": {"type": "path", "default": ""},
         },
         supports_check_mode=True,
     )
     params = module.params
-    if not params["questions"]:
-        module.fail_json(msg="questions: give at least one {prompt, expected}")
-    for index, question in enumerate(params["questions"]):
-        if (
-            not str(question.get("prompt") or "").strip()
-            or not str(question.get("expected") or "").strip()
-        ):
-            module.fail_json(
-                msg=f"questions[{index}]: needs a non-empty prompt and expected, got {question!r}"
-            )
+    # No unit, no server: said by the result, nothing asked (role verify's skip).
+    if params["service_unit"] and not os.path.exists(params["service_unit"]):
+        module.exit_json(changed=False, server_installed=False)
+    errors = settings_errors(params)
+    if errors:
+        module.fail_json(msg="; ".join(errors))
     try:
         result = run_checks(params)
     except ValueError as exc:
@@ -127,7 +139,7 @@ def main():
         first["status"] = "warn"
         first["message"] += " (check mode: provision starts the server)"
         result["passed"] = True
-    module.exit_json(changed=False, verify=result)
+    module.exit_json(changed=False, server_installed=True, verify=result)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def run_events(run_dir: Path) -> list[dict]:
     return job_events(run_dir / "runner" / "artifacts")
 
 
-# role verify's public decision (roles/verify/tasks/preflight.yml, roles/verify/README.md):
+# role verify's public decision (roles/verify/tasks/main.yml, roles/verify/README.md):
 # false when the server's unit is absent and verify_when_no_server is skip, so nothing was
 # verified on that host.
 SERVER_INSTALLED_FACT = "verify_server_installed"
