@@ -151,8 +151,8 @@ def read(run_command, admindir: str, packages: list[str] | None) -> dict:
             ["dpkg", f"--admindir={admindir}", "--print-architecture"], check_rc=False
         )
         arch = arch_out.strip() if rc == 0 else ""
-    return {
-        **found,
-        "fix": manual_fix(found["manual"]) if found["manual"] else "",
-        "missing": missing(out, packages, arch),
-    }
+    return dict(
+        found,
+        fix=manual_fix(found["manual"]) if found["manual"] else "",
+        missing=missing(out, packages, arch),
+    )

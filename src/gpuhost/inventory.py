@@ -70,14 +70,7 @@ def load(inventories: list[Path]):
     source cannot be read, with Ansible's error for it (file, line, the source)."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
-    from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-    # The collection loader, as ansible-playbook sets it up: VariableManager (below) loads the
-    # fact cache plugin ansible.cfg names, gpuhost.gpu.factfile, which lives in a collection.
-    if not AnsibleCollectionConfig.collection_finder:
-        from ansible.plugins.loader import init_plugin_loader
-
-        init_plugin_loader()
     loader = DataLoader()
     with _parse_failures() as failures:
         manager = InventoryManager(loader=loader, sources=[str(p) for p in inventories])
@@ -89,6 +82,22 @@ def load(inventories: list[Path]):
         detail = f"\n{located[0]}" if located else ""
         raise InventoryParseError(f"cannot parse {unreadable[0]}{detail}")
     return manager, loader
+
+
+def _variables(loader, manager):
+    """A VariableManager for reading inventory variables in this process. It reads no facts, so
+    it gets ansible-core's memory cache: the fact cache plugin ansible.cfg names
+    (gpuhost.gpu.factfile) lives in a collection, which would need Ansible's collection loader
+    installed in this process for every later import of collection code."""
+    from ansible import constants
+    from ansible.vars.manager import VariableManager
+
+    configured = constants.CACHE_PLUGIN
+    constants.CACHE_PLUGIN = "memory"
+    try:
+        return VariableManager(loader=loader, inventory=manager)
+    finally:
+        constants.CACHE_PLUGIN = configured
 
 
 def hosts_in_group(inventories: list[Path], group: str, limit: str | None) -> list[str]:
@@ -107,8 +116,6 @@ def connection_targets(inventories: list[Path], limit: str | None) -> list[str]:
     """`address:port` of every host the inventories and `limit` select, as Ansible will
     connect to it (ansible_host, else the name; ansible_port, else none given), with the
     inventories' group_vars/host_vars read: what two runs must not share (locking.py)."""
-    from ansible.vars.manager import VariableManager
-
     manager, loader = load(inventories)
     with _parse_failures():
         if limit:
@@ -121,7 +128,7 @@ def connection_targets(inventories: list[Path], limit: str | None) -> list[str]:
             f"--limit {limit!r} matches no host of inventory "
             f"{', '.join(map(str, inventories))}; its hosts: {shown}"
         )
-    variables = VariableManager(loader=loader, inventory=manager)
+    variables = _variables(loader, manager)
     targets = set()
     for host in selected:
         found = variables.get_vars(host=host, include_hostvars=False)
@@ -137,10 +144,9 @@ def address_hints(inventories: list[Path], hosts: list[str]) -> dict[str, str]:
     """For hosts reached over ssh that have no ansible_host: what to fix. ssh then tries
     the inventory name itself ("Could not resolve hostname gpu-host-1"), which is seldom
     meant; the example inventories ship with ansible_host commented out."""
-    from ansible.vars.manager import VariableManager
 
     manager, loader = load(inventories)
-    variables = VariableManager(loader=loader, inventory=manager)
+    variables = _variables(loader, manager)
     hints = {}
     for name in hosts:
         host = manager.get_host(name)
