@@ -10,16 +10,20 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_FORCE_COLOR ?= 0
 STAGE := scripts/stage.sh
 UV_VERSION := 0.9.30
-# Every molecule scenario make test runs, in order; each has a folder under molecule/.
-MOLECULE_SCENARIOS ?= default verify python_env sglang_server nvidia rolling_update metrics adopt
-# make test runs them in two lanes side by side. One scenario keeps one core busy (ansible-playbook
-# and its modules run one after another), so with all of them in one lane a 2-core machine sat
-# half idle for ~30 min once the unit tests were done. The two longest go in the molecule lane,
-# the rest after the unit tests, rebuild-e2e and the demo in the other (tests/test_make_lanes.py:
-# each scenario of MOLECULE_SCENARIOS in exactly one lane).
+# Every molecule scenario make test runs; each has a folder under molecule/. The order is the
+# order the lanes of make test take them in: longest first.
+MOLECULE_SCENARIOS ?= sglang_server rolling_update metrics python_env nvidia default adopt verify
+# make test runs two lanes side by side. One scenario keeps one core busy (ansible-playbook and
+# its modules run one after another), so with everything in one lane a 2-core machine sat half
+# idle. The molecule lane starts with the two longest scenarios (MOLECULE_LONG); the other lane
+# (beside) with the lints, the collection, the unit tests, rebuild-e2e and the demo. Then both
+# lanes take the remaining scenarios (LANE_SHARED) from one list, each the next one the other
+# has not claimed yet (scripts/molecule-scenarios.sh --shared), so neither lane idles while the
+# other still has a queue: with a fixed split, one lane ended ~18 min before the other.
+# tests/test_make_lanes.py: each scenario of MOLECULE_SCENARIOS runs once, in one lane.
 MOLECULE_LONG := sglang_server rolling_update
 LANE_MOLECULE = $(filter $(MOLECULE_LONG),$(MOLECULE_SCENARIOS))
-LANE_BESIDE = $(filter-out $(MOLECULE_LONG),$(MOLECULE_SCENARIOS))
+LANE_SHARED = $(filter-out $(MOLECULE_LONG),$(MOLECULE_SCENARIOS))
 
 .PHONY: help venv docker images lint unit collection molecule rebuild-e2e controller-next beside test lanes demo demo-clean clean lock vm-smoke
 
@@ -79,29 +83,38 @@ controller-next: venv images
 molecule: venv images
 	@scripts/molecule-scenarios.sh $(MOLECULE_SCENARIOS)
 
-# Beside the molecule lane, in a second lane: the unit tests, rebuild-e2e, the newcomer's path
-# (make demo, which starts with `gpuhost check` on the blank sandbox), then the molecule
-# scenarios outside MOLECULE_LONG. The demo keeps its run records apart (GPUHOST_RUNS_DIR) so
-# that it never reads a run that a molecule test made.
+# Beside the molecule lane, in a second lane: the lints, the collection, the unit tests,
+# rebuild-e2e, the newcomer's path (make demo, which starts with `gpuhost check` on the blank
+# sandbox), then the shared scenarios it claims first. Alone (`make beside`) it claims them all.
+# The demo keeps its run records apart (GPUHOST_RUNS_DIR) so that it never reads a run that a
+# molecule test made.
 beside: venv images
-	@rc=0; $(MAKE) --no-print-directory unit || rc=1; \
+	@rc=0; claims=$${GPUHOST_LANE_CLAIMS:-$$(mktemp -d)}; \
+	  $(MAKE) --no-print-directory lint || rc=1; \
+	  $(MAKE) --no-print-directory collection || rc=1; \
+	  $(MAKE) --no-print-directory unit || rc=1; \
 	  $(MAKE) --no-print-directory rebuild-e2e || rc=1; \
 	  GPUHOST_RUNS_DIR=$(CURDIR)/.cache/demo-runs $(STAGE) demo scripts/demo.sh || rc=1; \
-	  scripts/molecule-scenarios.sh $(LANE_BESIDE) || rc=1; \
+	  scripts/molecule-scenarios.sh --shared "$$claims" $(LANE_SHARED) || rc=1; \
 	  exit $$rc
 
 lanes:
 	@echo "molecule lane: $(LANE_MOLECULE)"
-	@echo "beside lane: pytest rebuild-e2e demo $(LANE_BESIDE)"
+	@echo "beside lane: lint collection pytest rebuild-e2e demo"
+	@echo "then either lane, whichever is free first: $(LANE_SHARED)"
 
+# Both lanes claim the shared scenarios in one fresh folder (GPUHOST_LANE_CLAIMS).
 test:
 	@rm -f .cache/stage-times.tsv .cache/beside.log
 	@$(STAGE) venv $(MAKE) --no-print-directory venv
-	@$(MAKE) --no-print-directory images lint collection || { scripts/stage-summary.sh; exit 1; }
-	@$(MAKE) --no-print-directory beside >.cache/beside.log 2>&1 & beside=$$!; \
+	@$(MAKE) --no-print-directory images || { scripts/stage-summary.sh; exit 1; }
+	@mkdir -p .cache; export GPUHOST_LANE_CLAIMS=$$(mktemp -d "$(CURDIR)/.cache/lane-claims.XXXXXX"); \
+	  $(MAKE) --no-print-directory beside >.cache/beside.log 2>&1 & beside=$$!; \
 	  rc=0; scripts/molecule-scenarios.sh $(LANE_MOLECULE) || rc=$$?; \
+	  scripts/molecule-scenarios.sh --shared "$$GPUHOST_LANE_CLAIMS" $(LANE_SHARED) || rc=$$?; \
 	  brc=0; wait $$beside || brc=$$?; \
-	  echo "---- the other lane: unit tests, rebuild-e2e, demo, molecule $(LANE_BESIDE) ----"; \
+	  rm -rf "$$GPUHOST_LANE_CLAIMS"; \
+	  echo "---- the other lane: lints, collection, unit tests, rebuild-e2e, demo, the scenarios it claimed ----"; \
 	  grep -E '^(==>|<==) ' .cache/beside.log || true; \
 	  tail -n 60 .cache/beside.log; \
 	  if [ $$rc -ne 0 ] || [ $$brc -ne 0 ]; then scripts/stage-summary.sh; exit 1; fi

@@ -1,0 +1,48 @@
+# Copyright: gpuhost contributors
+# Apache-2.0
+"""Callback plugin: load the collection's filter and action plugins once, before the first task.
+
+ansible-playbook forks a worker process per task. A worker that templates a
+`gpuhost.gpu.*` filter makes ansible-core's Jinja plugin loader import every file under
+plugins/filter (it looks for the name in each), and a worker that runs a gpuhost action
+imports that action and what it imports; all of that is lost when the worker exits, so the
+next task's worker does it again (~0.1 s of controller CPU each time). Loaded here, in the
+main process before any worker is forked, each worker inherits them already imported.
+Nothing about a run's result depends on it: with it off, the same plugins load in each worker.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+name: warm
+type: aggregate
+short_description: Import gpuhost.gpu's filter and action plugins once, before the workers fork
+description:
+  - Loads the collection's filter plugins and action plugins in the controller's main process
+    when the playbook starts, so the per-task worker processes inherit them.
+requirements:
+  - enable in ansible.cfg (callbacks_enabled)
+"""
+
+from pathlib import Path
+
+from ansible.plugins.callback import CallbackBase
+from ansible.plugins.loader import action_loader, filter_loader
+
+_PLUGINS = Path(__file__).resolve().parents[1]
+_COLLECTION = "gpuhost.gpu"
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "gpuhost.gpu.warm"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def v2_playbook_on_start(self, playbook):
+        # One name finds them all: the loader imports each file of plugins/filter looking for it.
+        for path in sorted((_PLUGINS / "filter").glob("*.py"))[:1]:
+            filter_loader.get(f"{_COLLECTION}.merge_findings")
+        for path in sorted((_PLUGINS / "action").glob("*.py")):
+            action_loader.get(f"{_COLLECTION}.{path.stem}", class_only=True)
