@@ -125,7 +125,7 @@ def test_shared_scenarios_run_once_each_spread_over_both_lanes(tmp_path):
     assert {lane for lane, _ in calls} == {"a", "b"}  # neither lane sat idle
 
 
-def test_a_failed_shared_scenario_runs_again_in_its_lane_and_the_other_lane_takes_the_rest(tmp_path):
+def test_a_failed_shared_scenario_runs_again_in_its_lane_the_other_takes_the_rest(tmp_path):
     _, shared = lanes()
     rcs, calls = run_shared_lanes(tmp_path, fail=shared[0])
     names = [name for _, name in calls]

@@ -112,9 +112,14 @@ class ActionModule(ActionBase):
         names.update((constraints.get("variables") or {}).keys())
         for rule in constraints.get("rules") or []:
             names.update(logic.rule_names(rule))
-        # Candidates for the typo check: anything that looks like a role's variable.
+        # Candidates for the typo check: anything that looks like a role's variable, except a
+        # role's output cached as a fact by an earlier run (verify_server_installed): a fact is
+        # not a setting.
         prefixes = tuple(f"{role}_" for role in specs)
-        names.update(n for n in task_vars if isinstance(n, str) and n.startswith(prefixes))
+        facts = task_vars.get("ansible_facts") or {}
+        names.update(
+            n for n in task_vars if isinstance(n, str) and n.startswith(prefixes) and n not in facts
+        )
 
         # The project's own roles read the shared settings; a test's roles_dir need not.
         values, errors = {}, ([] if args.get("roles_dir") else _missing_shared(task_vars))

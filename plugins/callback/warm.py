@@ -13,6 +13,11 @@ Nothing about a run's result depends on it: with it off, the same plugins load i
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ansible.plugins.callback import CallbackBase
+from ansible.plugins.loader import action_loader, filter_loader
+
 DOCUMENTATION = r"""
 ---
 name: warm
@@ -25,13 +30,10 @@ requirements:
   - enable in ansible.cfg (callbacks_enabled)
 """
 
-from pathlib import Path
-
-from ansible.plugins.callback import CallbackBase
-from ansible.plugins.loader import action_loader, filter_loader
-
 _PLUGINS = Path(__file__).resolve().parents[1]
 _COLLECTION = "gpuhost.gpu"
+# Any filter of the collection (plugins/filter/gpuhost_findings.py).
+FILTER_NAME = "merge_findings"
 
 
 class CallbackModule(CallbackBase):
@@ -41,8 +43,8 @@ class CallbackModule(CallbackBase):
     CALLBACK_NEEDS_ENABLED = True
 
     def v2_playbook_on_start(self, playbook):
-        # One name finds them all: the loader imports each file of plugins/filter looking for it.
-        for path in sorted((_PLUGINS / "filter").glob("*.py"))[:1]:
-            filter_loader.get(f"{_COLLECTION}.merge_findings")
+        # One name is enough: to find a collection's filter the loader imports every file of
+        # its plugins/filter (ansible-core's Jinja2Loader.get_with_context).
+        filter_loader.get(f"{_COLLECTION}.{FILTER_NAME}")
         for path in sorted((_PLUGINS / "action").glob("*.py")):
             action_loader.get(f"{_COLLECTION}.{path.stem}", class_only=True)
