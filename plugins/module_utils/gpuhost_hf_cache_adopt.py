@@ -56,13 +56,13 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hf_cache impor
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
     ServicePathError,
     opened_directory,
+    replace_file,
     write_file,
 )
 
 __all__ = ["AdoptError", "adopt"]
 
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 8 << 20
 
 
@@ -121,10 +121,8 @@ def _link(src: int, dst: int, name: str, lst: os.stat_result, ids: tuple, mode: 
 def _copy(src: int, dst: int, name: str, lst: os.stat_result, ids: tuple, mode: int) -> None:
     """Copy blob `name` into a new file, hashing while copying; in place only on a match."""
     sfd = open_source_blob(src, name, lst)
-    tmp = f".{name}.gpuhost-adopt-{secrets.token_hex(6)}"
-    tfd = None
-    try:
-        tfd = os.open(tmp, _NEW, 0o600, dir_fd=dst)
+
+    def fill(tfd: int) -> None:
         hasher = blob_hasher(name, lst.st_size)
         total = 0
         while chunk := os.read(sfd, _CHUNK):
@@ -135,18 +133,11 @@ def _copy(src: int, dst: int, name: str, lst: os.stat_result, ids: tuple, mode: 
                 view = view[os.write(tfd, view) :]
         if total != lst.st_size or hasher.hexdigest() != name:
             raise FileError(mismatch(name, total))
-        os.fchown(tfd, *ids)
-        os.fchmod(tfd, mode)
-        os.fsync(tfd)
-        os.rename(tmp, name, src_dir_fd=dst, dst_dir_fd=dst)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp, dir_fd=dst)
-        raise
+
+    try:
+        replace_file(dst, name, fill, ids[0], ids[1], mode, tag="gpuhost-adopt")
     finally:
         os.close(sfd)
-        if tfd is not None:
-            os.close(tfd)
 
 
 def _device(fd: int | None, path: str) -> int:

@@ -387,15 +387,26 @@ def _read_all(fd: int, limit: int) -> bytes:
 
 
 def _replace(fd: int, leaf: str, content: bytes, uid: int, gid: int, mode: int) -> None:
-    """Write a new file beside leaf (O_EXCL|O_NOFOLLOW: never an existing entry) and rename
-    it over leaf, so no file that was there, or is linked from elsewhere, is written."""
-    tmp = f".{leaf}.gpuhost-{secrets.token_hex(6)}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    tfd = os.open(tmp, flags, 0o600, dir_fd=fd)
-    try:
+    """leaf in directory fd becomes a new file holding content (replace_file)."""
+
+    def fill(tfd: int) -> None:
         view = memoryview(content)
         while view:
             view = view[os.write(tfd, view) :]
+
+    replace_file(fd, leaf, fill, uid, gid, mode)
+
+
+def replace_file(fd: int, leaf: str, fill, uid: int, gid: int, mode: int, tag: str = "gpuhost"):
+    """Write a new file beside leaf (O_EXCL|O_NOFOLLOW: never an existing entry) through
+    fill(file descriptor), which may raise to abandon it; then give it uid, gid and mode, sync
+    it and rename it over leaf, so no file that was there, or is linked from elsewhere, is
+    written. On any failure the new file is removed and leaf is left as it was."""
+    tmp = f".{leaf}.{tag}-{secrets.token_hex(6)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    tfd = os.open(tmp, flags, 0o600, dir_fd=fd)
+    try:
+        fill(tfd)
         os.fchown(tfd, uid, gid)
         os.fchmod(tfd, mode)
         os.fsync(tfd)

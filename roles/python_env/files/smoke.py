@@ -6,16 +6,8 @@ import importlib
 import importlib.metadata as metadata
 import json
 import platform
+import sys
 
-DISTRIBUTIONS = (
-    "sglang",
-    "sglang-kernel",
-    "flashinfer-python",
-    "flashinfer-cubin",
-    "torch",
-    "transformers",
-    "triton",
-)
 modules = {name: importlib.import_module(name) for name in ("torch", "flashinfer", "sglang")}
 report = {
     "python": platform.python_version(),
@@ -24,9 +16,10 @@ report = {
     "torch_cuda": modules["torch"].version.cuda,
     "distributions": {},
 }
-# A lane may lack one (the cu13 lock has no flashinfer-cubin): left out, and the role
-# compares only what the lock pins.
-for name in DISTRIBUTIONS:
+# The distributions the role names after the script (the lock's key packages, as the lock
+# names them: gpuhost_python_env.lock_info); one the venv lacks is left out, and the role's
+# comparison with the lock then says "installed nothing".
+for name in sys.argv[1:]:
     with contextlib.suppress(metadata.PackageNotFoundError):
         report["distributions"][name] = metadata.version(name)
 print("GPUHOST_SMOKE " + json.dumps(report, sort_keys=True))
