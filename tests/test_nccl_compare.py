@@ -1,6 +1,6 @@
 """Role nccl's no-op in one call (issue 29 item 6): the read as the service account
 (gpuhost.gpu.nccl_torch) also compares the role's files as file_set would
-(gpuhost_file_set.compare), and tasks/configure.yml writes only where that, or the text
+(gpuhost_file_check.changes_and_texts, on file_set's check mode), and tasks/configure.yml writes only where that, or the text
 it renders, says something would change.
 
 Real files under tmp_path; a directory owned by uid 65534 (nobody) stands in for one the
@@ -20,6 +20,7 @@ import jinja2
 import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_file_check as fc
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_file_set as fs
 from ansible_collections.gpuhost.gpu.plugins.modules import nccl_torch as module
 
@@ -53,15 +54,15 @@ def base(tmp_path):
 
 @root_only
 def test_a_converged_set_is_unchanged_and_its_current_text_comes_back(base):
-    got = fs.compare(_entries(base))
-    assert got == {"changed": False, "why": "", "texts": {"nccl_env": ENV}}
+    got = fc.changes_and_texts(_entries(base))
+    assert got == {"changes": [], "texts": {"nccl_env": ENV}}
 
 
 @root_only
 def test_a_hand_edited_sweep_is_a_change_and_nothing_is_written(base):
     (base / "libexec" / "sweep.py").write_text("print('edited')\n")
-    got = fs.compare(_entries(base))
-    assert got["changed"] and got["why"] == f"{base}/libexec/sweep.py: content"
+    got = fc.changes_and_texts(_entries(base))
+    assert got["changes"] == [f"sweep: {base}/libexec/sweep.py fixes content"]
     assert (base / "libexec" / "sweep.py").read_text() == "print('edited')\n"
 
 
@@ -69,12 +70,12 @@ def test_a_hand_edited_sweep_is_a_change_and_nothing_is_written(base):
 def test_a_current_entry_is_judged_on_its_mode_not_its_text(base):
     env = base / "etc" / "nccl.env"
     env.write_text("NCCL_P2P_LEVEL=SYS\n")
-    edited = fs.compare(_entries(base))
+    edited = fc.changes_and_texts(_entries(base))
     # Its text is the caller's to compare (it renders what the file should hold).
-    assert not edited["changed"] and edited["texts"]["nccl_env"] == "NCCL_P2P_LEVEL=SYS\n"
+    assert edited == {"changes": [], "texts": {"nccl_env": "NCCL_P2P_LEVEL=SYS\n"}}
     env.chmod(0o644)
-    moded = fs.compare(_entries(base))
-    assert moded["changed"] and moded["why"] == f"{env}: mode"
+    moded = fc.changes_and_texts(_entries(base))
+    assert moded["changes"] == [f"nccl_env: {env} fixes mode"]
     assert os.stat(env).st_mode & 0o777 == 0o644
 
 
@@ -82,18 +83,21 @@ def test_a_current_entry_is_judged_on_its_mode_not_its_text(base):
 def test_what_stops_the_comparison_counts_as_a_change(base):
     env = base / "etc" / "nccl.env"
     env.unlink()
-    missing = fs.compare(_entries(base))
-    assert missing["changed"] and "does not exist" in missing["why"] and not env.exists()
+    missing = fc.changes_and_texts(_entries(base))
+    assert "does not exist" in missing["changes"][0] and not env.exists()
     # A root file in a directory another account can change: file_set refuses to write it.
     os.chown(base / "libexec", 65534, 65534)
-    assert fs.compare(_entries(base))["why"] == f"{base}/libexec: owner, group"
-    refused = fs.compare(_entries(base)[1:])
-    assert refused["changed"] and "no other account can change" in refused["why"]
+    assert fc.changes_and_texts(_entries(base)[:1])["changes"] == [
+        f"libexec: {base}/libexec fixes owner, group"
+    ]
+    refused = fc.changes_and_texts(_entries(base)[1:2])
+    assert refused["changes"][0].startswith("refused: ")
+    assert "no other account can change" in refused["changes"][0]
     # A file the asking account cannot read.
     os.chown(base / "libexec", 0, 0)
-    with mock.patch.object(fs, "read_file", side_effect=PermissionError(13, "denied")):
-        unreadable = fs.compare(_entries(base)[2:])
-    assert unreadable["changed"] and "denied" in unreadable["why"]
+    with mock.patch.object(fc, "read_file", side_effect=PermissionError(13, "denied")):
+        unreadable = fc.changes_and_texts(_entries(base)[2:])
+    assert unreadable == {"changes": ["unread: [Errno 13] denied"], "texts": {}}
 
 
 @root_only
@@ -104,7 +108,7 @@ def test_the_module_compares_in_the_same_call_as_the_read(base):
         module.main()
     got = json.loads(out.getvalue())
     assert not got["changed"] and got["exists"] is False
-    assert got["compared"] == {"changed": False, "why": "", "texts": {"nccl_env": ENV}}
+    assert got["compared"] == {"changes": [], "texts": {"nccl_env": ENV}}
 
 
 def _configure():
@@ -117,11 +121,11 @@ def _configure():
     [
         # No read made (under 2 GPUs, a check run without the account): file_set decides.
         ({"skipped": True}, ENV, True),
-        ({"compared": {"changed": True, "texts": {"nccl_env": ENV}}}, ENV, True),
+        ({"compared": {"changes": ["sweep: x fixes mode"], "texts": {"nccl_env": ENV}}}, ENV, True),
         # A hand edit, or another torch's NCCL version rendered into the header.
-        ({"compared": {"changed": False, "texts": {"nccl_env": ENV}}}, ENV + "# x\n", True),
-        ({"compared": {"changed": False, "texts": {}}}, ENV, True),
-        ({"compared": {"changed": False, "texts": {"nccl_env": ENV}}}, ENV, False),
+        ({"compared": {"changes": [], "texts": {"nccl_env": ENV}}}, ENV + "# x\n", True),
+        ({"compared": {"changes": [], "texts": {}}}, ENV, True),
+        ({"compared": {"changes": [], "texts": {"nccl_env": ENV}}}, ENV, False),
     ],
 )
 def test_configure_writes_unless_the_read_found_everything_right(torch, text, writes):

@@ -15,8 +15,7 @@ A `check_only` entry is compared as in check mode and never written, in the same
 role learns whether a later write would change anything without a call of its own); a
 refusal there is reported (`refused`, counted as a change), not raised, so the later write
 meets it where it always did.
-`compare` says whether apply would change anything, for a caller that cannot write (role
-nccl, as the service account). `look` is the read half: lstat of several paths in one call (module path_stats), a link's
+`look` is the read half: lstat of several paths in one call (module path_stats), a link's
 target with it; `read_texts` the content of small regular files found by the walk's rules.
 """
 
@@ -139,33 +138,6 @@ def _apply_one(
             }
         )
     return result
-
-
-def compare(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Would apply() change any entry? Compared as check mode compares (the same code), by an
-    account that may not write them: role nccl asks as the service account in the call that
-    reads torch's NCCL version, before it knows what nccl.env will hold (issue 29 item 6).
-
-    An entry with `current` is compared with what it holds now, so only its kind, owner,
-    group, mode and directory are judged; its text comes back in `texts`, for the caller to
-    compare with what it renders. Anything that stops the comparison (a refusal, a path this
-    account cannot read, a missing file) counts as a change, its reason in `why`: the writer
-    then runs and meets it where it always did. Returns changed, why and texts."""
-    texts: dict[str, str] = {}
-    try:
-        _check_entries(entries, {})
-        for entry in entries:
-            if entry.get("current"):
-                data = read_file(entry["path"])
-                texts[entry["name"]] = data.decode(errors="replace")
-                entry = entry | {"content": texts[entry["name"]]}
-            result = _apply_one(entry, {}, True, False, [])
-            if result["changed"]:
-                fixed = ", ".join(result["fixed"]) or "created"
-                return {"changed": True, "why": f"{result['path']}: {fixed}", "texts": texts}
-    except (ServicePathError, OSError) as err:
-        return {"changed": True, "why": str(err), "texts": texts}
-    return {"changed": False, "why": "", "texts": texts}
 
 
 def look(paths: list[str]) -> list[dict[str, Any]]:

@@ -17,9 +17,9 @@ description:
     build) gives an empty I(version), never a failed task.
   - Run it as the service account (C(become_user)): root runs nothing from the server's venv.
   - With I(compare), the same call says whether M(gpuhost.gpu.file_set) would change the
-    role's files (C(compare) in C(plugins/module_utils/gpuhost_file_set.py), check mode's own
-    comparison): the role skips its write when nothing would change, one call on a no-op
-    where a read and a write took two. An entry with I(current) is judged on its kind,
+    role's files (C(changes_and_texts) in C(plugins/module_utils/gpuhost_file_check.py),
+    file_set's own check mode): the role skips its write when nothing would change, one
+    call on a no-op where a read and a write took two. An entry with I(current) is judged on its kind,
     owner, group, mode and directory only, and its text returned, because what it will hold
     depends on the version read here. Anything this account cannot read counts as a change.
   - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_nccl_torch.py).
@@ -67,16 +67,16 @@ exit_status:
 stderr: {description: The read's last 2000 characters of stderr., type: str, returned: always}
 compared:
   description:
-    - C(changed) (file_set would change an entry, or the comparison could not be made),
-      C(why) (the first such path and what differs, or the reason) and C(texts) (by name,
-      what each I(current) entry holds now).
+    - C(changes) (one line per entry file_set would change, or why the comparison could not
+      be made; empty when nothing would change) and C(texts) (by name, what each I(current)
+      entry holds now).
   type: dict
   returned: when I(compare) is given
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_file_set import (  # noqa: E402
-    compare,
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_file_check import (  # noqa: E402
+    changes_and_texts,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nccl_torch import (  # noqa: E402
     look,
@@ -110,7 +110,7 @@ def main():
         lambda argv: module.run_command(argv, check_rc=False),
     )
     if module.params["compare"]:
-        result["compared"] = compare(module.params["compare"])
+        result["compared"] = changes_and_texts(module.params["compare"])
     module.exit_json(changed=False, **result)
 
 
