@@ -1,7 +1,7 @@
 """Role nccl's no-op in one call (issue 29 item 6): the read as the service account
 (gpuhost.gpu.nccl_torch) also compares the role's files as file_set would
-(gpuhost_file_check.changes_and_texts, on file_set's check mode), and tasks/configure.yml writes only where that, or the text
-it renders, says something would change.
+(gpuhost_file_check.changes_and_texts, on file_set's check mode), and tasks/configure.yml
+writes only where that, or the text it renders, says something would change.
 
 Real files under tmp_path; a directory owned by uid 65534 (nobody) stands in for one the
 service account could change. Each test checks that the comparison wrote nothing.

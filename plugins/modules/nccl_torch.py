@@ -18,10 +18,11 @@ description:
   - Run it as the service account (C(become_user)): root runs nothing from the server's venv.
   - With I(compare), the same call says whether M(gpuhost.gpu.file_set) would change the
     role's files (C(changes_and_texts) in C(plugins/module_utils/gpuhost_file_check.py),
-    file_set's own check mode): the role skips its write when nothing would change, one
-    call on a no-op where a read and a write took two. An entry with I(current) is judged on its kind,
-    owner, group, mode and directory only, and its text returned, because what it will hold
-    depends on the version read here. Anything this account cannot read counts as a change.
+    file_set's own check mode), so that the role skips its write when nothing would change
+    (one call on a no-op where a read and a write took two). An entry with I(current) is
+    judged on its kind, owner, group, mode and directory only, and its text returned,
+    because what it will hold depends on the version read here. Anything this account
+    cannot read counts as a change.
   - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_nccl_torch.py).
 options:
   python: {description: The interpreter (the venv's C(bin/python))., type: path, required: true}
@@ -34,11 +35,21 @@ options:
     type: list
     elements: dict
     suboptions:
-      name: {description: Key of the entry (its text under C(compared.texts))., type: str, required: true}
+      name:
+        description: The entry's key (its text under C(compared.texts)).
+        type: str
+        required: true
       path: {description: Absolute path., type: path, required: true}
-      state: {description: C(file) or C(directory)., type: str, choices: [file, directory], default: file}
+      state:
+        description: C(file) or C(directory).
+        type: str
+        choices: [file, directory]
+        default: file
       content: {description: The file's text., type: str, default: ""}
-      current: {description: Compare with what the file holds now; return its text., type: bool, default: false}
+      current:
+        description: Compare with what it holds now; return that text.
+        type: bool
+        default: false
       owner: {description: Owner., type: str, default: root}
       group: {description: Group., type: str, default: root}
       mode: {description: Octal mode., type: str, required: true}
