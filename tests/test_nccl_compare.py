@@ -139,3 +139,18 @@ def test_configure_writes_unless_the_read_found_everything_right(torch, text, wr
     assert read["gpuhost.gpu.nccl_torch"]["compare"] == (
         "{{ _nccl_sweep_files + [_nccl_env_entry | combine({'current': true})] }}"
     )
+
+
+@pytest.mark.parametrize(
+    ("torch", "installs"),
+    [
+        ({"skipped": True}, True),
+        ({"compared": {"changes": ["sweep: x fixes content"], "texts": {}}}, True),
+        ({"compared": {"changes": [], "texts": {"nccl_env": ENV}}}, False),
+    ],
+)
+def test_the_sweep_is_installed_before_a_sweep_only_where_the_read_found_a_change(torch, installs):
+    task = yaml.safe_load((ROOT / "roles/nccl/tasks/measure.yml").read_text())[0]
+    assert task["gpuhost.gpu.file_set"]["files"] == "{{ _nccl_sweep_files }}"
+    when = jinja2.Environment().compile_expression(task["when"])
+    assert when(_nccl_torch=torch) is installs
