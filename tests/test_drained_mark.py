@@ -98,7 +98,9 @@ def test_rejoin_gates_then_re_adds_then_removes_the_mark():
     assert marked(_rolling_update_rejoin_mark=looked, gpuhost_rolling_update={"drained": False})
     skipped = {"skipped": True}
     for drained in (True, False):
-        got = marked(_rolling_update_rejoin_mark=skipped, gpuhost_rolling_update={"drained": drained})
+        got = marked(
+            _rolling_update_rejoin_mark=skipped, gpuhost_rolling_update={"drained": drained}
+        )
         assert got is drained
     back = _load("rejoin_back.yml")
     block_task = back[_at(back, "Put the worker back into rotation")]
