@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
 import yaml
 from gpuhost_fakes import ROOT
@@ -52,7 +53,7 @@ def test_update_writes_the_mark_before_the_drain():
     assert mark["ansible.builtin.include_tasks"] == "mark_drained.yml"
     assert _at(block, "Note that the worker leaves rotation") < _at(block, "Mark the worker")
     assert _at(block, "Mark the worker") < _at(block, "Drain this worker from the routers")
-    written = _load("mark_drained.yml")[-1]["ansible.builtin.copy"]
+    written = _load("mark_drained.yml")[-2]["ansible.builtin.copy"]
     assert written["dest"] == "{{ _rolling_update_drained_mark }}"
     assert (written["owner"], written["group"], written["mode"]) == ("root", "root", "0600")
 
@@ -77,17 +78,30 @@ def test_an_unchanged_rerun_reads_the_mark_and_puts_the_worker_back():
 
 def test_rejoin_gates_then_re_adds_then_removes_the_mark():
     tasks = _load("rejoin.yml")
-    # The mark as it is now (lstat), read first; one include when drained or marked.
+    # The mark as it is now (lstat), read first unless this run read it already; one include
+    # when drained or marked.
     assert tasks[0]["gpuhost.gpu.path_stats"]["paths"] == ["{{ _rolling_update_drained_mark }}"]
     assert tasks[0]["register"] == "_rolling_update_rejoin_mark"
+    assert tasks[0]["when"] == "gpuhost_rolling_update.drained is not defined"
     include = tasks[_at(tasks, "Put the worker back into rotation")]
     assert include["ansible.builtin.include_tasks"] == "rejoin_back.yml"
     assert "_rolling_update_marked | bool" in include["when"]
     assert "_rolling_update_drained" in include["when"]
     rv = yaml.safe_load((ROOT / "roles/rolling_update/vars/main.yml").read_text())
-    assert (
-        rv["_rolling_update_marked"] == "{{ _rolling_update_rejoin_mark.results[0].stat.exists }}"
+    env = jinja2.Environment()
+    # A test double of Ansible's `skipped` test: a registered result of a skipped task.
+    env.tests["skipped"] = lambda result: bool(result.get("skipped"))
+    marked = env.compile_expression(
+        rv["_rolling_update_marked"].strip().removeprefix("{{").removesuffix("}}")
     )
+    looked = {"results": [{"stat": {"exists": True}}]}
+    assert marked(_rolling_update_rejoin_mark=looked, gpuhost_rolling_update={"drained": False})
+    skipped = {"skipped": True}
+    for drained in (True, False):
+        got = marked(
+            _rolling_update_rejoin_mark=skipped, gpuhost_rolling_update={"drained": drained}
+        )
+        assert got is drained
     back = _load("rejoin_back.yml")
     block_task = back[_at(back, "Put the worker back into rotation")]
     assert block_task["when"] == "not ansible_check_mode"
@@ -105,6 +119,10 @@ def test_rejoin_gates_then_re_adds_then_removes_the_mark():
     assert block[remove]["ansible.builtin.file"] == {
         "path": "{{ _rolling_update_drained_mark }}", "state": "absent",
     }  # fmt: skip
+    # This run's read of the mark says it is gone once it is (a later rejoin reads that).
+    noted = block[_at(block, "Note that the worker is back")]["ansible.builtin.set_fact"]
+    assert remove < _at(block, "Note that the worker is back")
+    assert noted["gpuhost_rolling_update"]["drained"] is False
     # add_back fails unless every router answered and has the worker healthy, so a task after
     # it runs only once the re-add succeeded everywhere.
     add_back = (ROOT / "roles/sglang_router/tasks/add_back.yml").read_text()
@@ -166,19 +184,22 @@ def test_the_mark_is_written_root_only_and_read_back(tmp_path):
       ansible.builtin.set_fact: {{before: "{{{{ gpuhost_rolling_update.drained }}}}"}}
     - name: Write the mark
       ansible.builtin.include_role: {{name: gpuhost.gpu.rolling_update, tasks_from: mark_drained}}
+    - name: Keep what this run's read says now, without a read
+      ansible.builtin.set_fact: {{written: "{{{{ gpuhost_rolling_update.drained }}}}"}}
     - name: Read it
       ansible.builtin.include_role: {{name: gpuhost.gpu.rolling_update, tasks_from: drained_mark}}
     - name: Say
       ansible.builtin.copy:
         dest: {result}
         mode: "0600"
-        content: "{{{{ {{'before': before, 'after': gpuhost_rolling_update.drained}} | to_json }}}}"
+        content: "{{{{ {{'before': before, 'written': written,
+                        'after': gpuhost_rolling_update.drained}} | to_json }}}}"
 """)
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    localhost:\n      sglang_server_port: 30000\n")
     out = _run(["-i", str(inventory), str(play)])
     assert out.returncode == 0, out.stdout[-3000:]
-    assert json.loads(result.read_text()) == {"before": False, "after": True}
+    assert json.loads(result.read_text()) == {"before": False, "written": True, "after": True}
     mark = state / "rolling_update" / "drained"
     st, dst = mark.stat(), mark.parent.stat()
     assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o600")

@@ -96,7 +96,8 @@ def test_the_scan_finds_the_known_runs_of_the_venv():
         "roles/verify/tasks/bench.yml:Check that the venv has sglang.bench_serving",
         "roles/verify/tasks/bench.yml:Run bench_serving at each concurrency level",
         "roles/nccl/tasks/sweep.yml:Run the all-reduce sweep with the NCCL settings",
-        "roles/nccl/tasks/preflight.yml:Read the NCCL version torch ships",
+        "roles/nccl/tasks/preflight.yml:"
+        "Read the NCCL version torch ships and compare the role's files",
         "roles/python_env/tasks/verify.yml:"
         "Import sglang, flashinfer and torch and report their versions",
         "roles/python_env/tasks/verify.yml:"
