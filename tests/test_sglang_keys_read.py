@@ -38,10 +38,8 @@ def _run(module, args):
 
 
 def _read(path, api_key):
-    result, text = _run(
-        path_stats,
-        {"paths": [], "keys_file": {"path": str(path), "api_key_sha256": keys.api_key_digest(api_key)}},
-    )  # fmt: skip
+    asked = {"path": str(path), "api_key_sha256": keys.api_key_digest(api_key)}
+    result, text = _run(path_stats, {"paths": [], "keys_file": asked})
     return result["keys_file"]["kept"], text
 
 
@@ -120,10 +118,8 @@ def test_rotation_changes_a_kept_file(tmp_path):
     path = tmp_path / "sglang-server.keys"
     _write(path, keys.render_keys(CLIENT, ADMIN))
     assert _read(path, CLIENT)[0]
-    result, _ = _run(
-        sglang_keys,
-        {"path": str(path), "api_key": CLIENT, "rotate_admin_key": True, "_ansible_check_mode": True},
-    )  # fmt: skip
+    args = {"path": str(path), "api_key": CLIENT, "rotate_admin_key": True}
+    result, _ = _run(sglang_keys, {**args, "_ansible_check_mode": True})
     assert result["changed"] and result["admin_key_generated"]
 
 

@@ -105,7 +105,8 @@ def test_the_venv_link_the_read_found_is_an_input():
         }
     }
     assert not _due(before, **read)  # the link leads to the venv the fact names
-    moved = {"results": [{"item": LINK, "stat": {"exists": True, "islnk": True, "lnk_target": "/x"}}]}
+    moved_link = {"exists": True, "islnk": True, "lnk_target": "/x"}
+    moved = {"results": [{"item": LINK, "stat": moved_link}]}
     assert _due(before, _sglang_server_read=moved)
 
 
@@ -154,8 +155,6 @@ def test_the_action_returns_its_inputs_as_given(tmp_path):
         "    - ansible.builtin.assert:\n"
         "        that: \"r.inputs == [{'count': 2}, 'x', true]\"\n"
     )
-    proc = run_playbook(
-        [play, "-c", "local", "-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}"],
-        tmp_path / "facts",
-    )  # fmt: skip
+    python = f"ansible_python_interpreter={sys.executable}"
+    proc = run_playbook([play, "-c", "local", "-i", "localhost,", "-e", python], tmp_path / "facts")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -22,11 +22,12 @@ description:
     the C(status) keys M(ansible.builtin.systemd_service) returned that the roles read), so a
     role's no-op path reads everything it needs in one round trip.
   - Also optionally, whether M(gpuhost.gpu.sglang_keys) would leave the server's keys file as
-    it is (I(keys_file)), by the comparison that module makes, from a digest of the client key:
+    it is (I(keys_file)), by the comparison that module makes, from a digest of the client key;
     no key is passed or returned, so role sglang_server calls that module only when it would
     change something.
-  - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_file_set.py)
-    and C(plugins/module_utils/gpuhost_unit_state.py).
+  - Read-only (check mode safe). The pure logic is
+    C(plugins/module_utils/gpuhost_file_set.py), C(plugins/module_utils/gpuhost_unit_state.py)
+    and C(plugins/module_utils/gpuhost_sglang_keys.py).
 options:
   paths: {description: Absolute paths., type: list, elements: path, required: true}
   read:
@@ -48,7 +49,10 @@ options:
     type: dict
     suboptions:
       path: {description: The keys file., type: path, required: true}
-      api_key_sha256: {description: sha256 hex of the client key (never the key)., type: str, required: true}
+      api_key_sha256:
+        description: sha256 hex of the client key (never the key).
+        type: str
+        required: true
 author: gpuhost
 """
 
