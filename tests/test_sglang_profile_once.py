@@ -1,5 +1,5 @@
 """The serving profile is resolved once per run for the same inputs (issue 29 item 6): role
-sglang_server's tasks/validate.yml includes tasks/resolve.yml only when
+sglang_server's tasks/preflight.yml includes tasks/validate.yml (the resolve) only when
 `_sglang_server_profile_due` (roles/sglang_server/vars/main.yml), and playbooks/serve.yml asks
 the same before including the role's validate entry. A later call reuses this run's resolve
 only while what the profile depends on within a run is what that resolve had (the GPU facts,
@@ -125,18 +125,20 @@ def test_pre_staged_weights_are_measured_and_resolved_on_every_call():
 
 
 def test_the_tasks_use_the_decision():
-    (include,) = yaml.safe_load((ROLE / "tasks/validate.yml").read_text())
-    assert include["ansible.builtin.include_tasks"]["file"] == "resolve.yml"
+    preflight = yaml.safe_load((ROLE / "tasks/preflight.yml").read_text())
+    (include,) = [t for t in preflight if "validate.yml" in str(t)]
+    assert include["ansible.builtin.include_tasks"]["file"] == "validate.yml"
     # The included tasks run whenever the include does, whatever --tags selected it.
     assert include["ansible.builtin.include_tasks"]["apply"] == {"tags": ["always"]}
-    assert include["when"] == "_sglang_server_profile_due | bool"
-    resolve = yaml.safe_load((ROLE / "tasks/resolve.yml").read_text())
-    (action,) = [t for t in resolve if "gpuhost.gpu.sglang_profile" in t]
+    assert include["when"] == "_sglang_server_runnable | bool and _sglang_server_profile_due | bool"
+    validate = yaml.safe_load((ROLE / "tasks/validate.yml").read_text())
+    (action,) = [t for t in validate if "gpuhost.gpu.sglang_profile" in t]
     assert action["register"] == "_sglang_server_profile_result"
     assert action["gpuhost.gpu.sglang_profile"]["inputs"] == "{{ _sglang_server_profile_inputs }}"
     assert "when" not in action  # a skip would register over this run's result
     serve = yaml.safe_load((ROOT / "playbooks/serve.yml").read_text())
     (pre,) = [t for t in serve[1]["pre_tasks"] if "ansible.builtin.include_role" in t]
+    assert pre["ansible.builtin.include_role"]["tasks_from"] == "validate"
     assert pre["when"] == "_sglang_server_profile_due | default(true) | bool"
 
 
