@@ -90,6 +90,11 @@ options:
   prestaged_bytes:
     description: Bytes of the pre-staged weights measured on the host; 0 when not pre-staged.
     type: int
+  inputs:
+    description: The caller's inputs that can change within a run, returned as is
+      (C(inputs)) so that a later call of the same run can tell whether to resolve again
+      (role sglang_server, tasks/validate.yml); they play no part in the resolve.
+    type: raw
 """
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed  # noqa: E402 - after the doc blocks
@@ -112,6 +117,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         args = plain(dict(self._task.args))
+        result["inputs"] = args.get("inputs")
 
         profile_name = args.get("profile") or ""
         profiles_dir = args.get("profiles_dir") or os.path.join(_REPO, "profiles")

@@ -7,10 +7,17 @@
 (`StandardInput=file:`), which passes both to SGLang without argv or environment (that
 script parses the same format: it runs on the host without this module). The admin key is
 generated on the host and never leaves it: modules that call admin routes read it there.
+
+`inspect_file` and `kept` are the one comparison: module sglang_keys decides its change with
+them, and module path_stats (the role's one read, tasks/preflight.yml) answers with them
+whether sglang_keys would change anything, from a digest of the client key and without
+returning a key, so a no-op run makes no call of sglang_keys (issue 29 item 6).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 
@@ -59,6 +66,58 @@ def read_keys_file(path: str) -> dict:
         return parse_keys(text)
     except KeysFileError as exc:
         raise KeysFileError(f"{path}: {exc}") from None
+
+
+def api_key_digest(api_key: str) -> str:
+    """sha256 hex of the client key: what the read compares (the controller computes the
+    same with `sglang_server_api_key | hash('sha256')`)."""
+    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+
+
+def inspect_file(path: str) -> tuple[str | None, bool]:
+    """(text, owner and mode as sglang_keys leaves them: 0600, root's when run as root) of the
+    keys file; (None, False) when there is none. A link or a non-regular file is refused
+    (KeysFileError): sglang_keys never writes through one."""
+    if not os.path.lexists(path):
+        return None, False
+    if os.path.islink(path) or not os.path.isfile(path):
+        raise KeysFileError(f"{path}: not a regular file; remove it and re-run")
+    info = os.stat(path)
+    meta_ok = info.st_mode & 0o7777 == 0o600 and (
+        os.geteuid() != 0 or (info.st_uid, info.st_gid) == (0, 0)
+    )
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read(), meta_ok
+
+
+def kept(current_text: str | None, meta_ok: bool, api_key_sha256: str) -> bool:
+    """Whether sglang_keys, not rotating, leaves the file as it is (changed false): owner and
+    mode right, and the text exactly what plan_keys renders from the client key whose digest
+    is given and the admin key the file holds. True implies plan_keys' content equals the text
+    (render_keys of the same two keys); for every key the profile accepts (no surrounding
+    space) the converse holds too. Only the file's own client key is digested here."""
+    if current_text is None or not meta_ok:
+        return False
+    try:
+        keys = parse_keys(current_text)
+    except KeysFileError:
+        return False
+    client, admin = keys.get("api_key", ""), keys.get("admin_api_key", "")
+    return (
+        bool(admin)
+        and hmac.compare_digest(api_key_digest(client), api_key_sha256)
+        and render_keys(client, admin) == current_text
+    )
+
+
+def look_kept(path: str, api_key_sha256: str) -> dict:
+    """{path, kept}: module path_stats' answer for the keys file. A file sglang_keys refuses
+    (a link, not a regular file) is not kept: that module then says why."""
+    try:
+        current, meta_ok = inspect_file(path)
+    except KeysFileError:
+        return {"path": path, "kept": False}
+    return {"path": path, "kept": kept(current, meta_ok, api_key_sha256)}
 
 
 def plan_keys(current_text: str | None, api_key: str, rotate_admin_key: bool) -> tuple[str, bool]:

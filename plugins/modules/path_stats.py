@@ -21,8 +21,13 @@ description:
     link followed unless only root could have made it) and the state of systemd units (I(units),
     the C(status) keys M(ansible.builtin.systemd_service) returned that the roles read), so a
     role's no-op path reads everything it needs in one round trip.
-  - Read-only (check mode safe). The pure logic is C(plugins/module_utils/gpuhost_file_set.py)
-    and C(plugins/module_utils/gpuhost_unit_state.py).
+  - Also optionally, whether M(gpuhost.gpu.sglang_keys) would leave the server's keys file as
+    it is (I(keys_file)), by the comparison that module makes, from a digest of the client key;
+    no key is passed or returned, so role sglang_server calls that module only when it would
+    change something.
+  - Read-only (check mode safe). The pure logic is
+    C(plugins/module_utils/gpuhost_file_set.py), C(plugins/module_utils/gpuhost_unit_state.py)
+    and C(plugins/module_utils/gpuhost_sglang_keys.py).
 options:
   paths: {description: Absolute paths., type: list, elements: path, required: true}
   read:
@@ -37,6 +42,17 @@ options:
     type: list
     elements: str
     default: []
+  keys_file:
+    description:
+      - The server's keys file and the sha256 (hex) of the client key it should hold; the
+        answer is C(keys_file.kept). Left out, C(keys_file) is not returned.
+    type: dict
+    suboptions:
+      path: {description: The keys file., type: path, required: true}
+      api_key_sha256:
+        description: sha256 hex of the client key (never the key).
+        type: str
+        required: true
 author: gpuhost
 """
 
@@ -63,6 +79,13 @@ units:
       reports them (C(LoadState=not-found) for a unit systemd does not know).
   type: dict
   returned: always
+keys_file:
+  description:
+    - C({path, kept}); C(kept) true when M(gpuhost.gpu.sglang_keys) without rotation would
+      change nothing there (owner, mode, and the text it renders from that client key and the
+      admin key the file holds); false for no file, a link or anything else to fix.
+  type: dict
+  returned: when I(keys_file) is given
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
@@ -72,6 +95,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_file_set impor
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (  # noqa: E402
     ServicePathError,
+)
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_keys import (  # noqa: E402
+    look_kept,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_unit_state import (  # noqa: E402
     UnitStateError,
@@ -86,6 +112,13 @@ def main():
             "paths": {"type": "list", "elements": "path", "required": True},
             "read": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
+            "keys_file": {
+                "type": "dict",
+                "options": {
+                    "path": {"type": "path", "required": True},
+                    "api_key_sha256": {"type": "str", "required": True, "no_log": True},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -101,7 +134,12 @@ def main():
             states = parse_show(out, units)
     except (ServicePathError, UnitStateError) as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, results=look(module.params["paths"]), texts=texts, units=states)
+    extra = {}
+    if module.params["keys_file"]:
+        extra["keys_file"] = look_kept(**module.params["keys_file"])
+    module.exit_json(
+        changed=False, results=look(module.params["paths"]), texts=texts, units=states, **extra
+    )
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ import os  # noqa: E402 - after the doc blocks
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_keys import (  # noqa: E402 - after the doc blocks
+    KeysFileError,
+    api_key_digest,
+    inspect_file,
+    kept,
     plan_keys,
     write_private,
 )
@@ -66,18 +70,16 @@ def main():
         supports_check_mode=True,
     )
     path = module.params["path"]
-    current = None
-    meta_ok = False
-    if os.path.lexists(path):
-        if os.path.islink(path) or not os.path.isfile(path):
-            module.fail_json(msg=f"{path}: not a regular file; remove it and re-run")
-        info = os.stat(path)
-        meta_ok = info.st_mode & 0o7777 == 0o600 and (
-            os.geteuid() != 0 or (info.st_uid, info.st_gid) == (0, 0)
-        )
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            current = handle.read()
-    content, fresh = plan_keys(current, module.params["api_key"], module.params["rotate_admin_key"])
+    api_key, rotate = module.params["api_key"], module.params["rotate_admin_key"]
+    try:
+        current, meta_ok = inspect_file(path)
+    except KeysFileError as exc:
+        module.fail_json(msg=str(exc))
+    # The comparison path_stats makes for the role's read (gpuhost_sglang_keys.kept): where it
+    # holds, this call would change nothing, and the role makes none.
+    if not rotate and kept(current, meta_ok, api_key_digest(api_key)):
+        module.exit_json(changed=False, path=path, admin_key_generated=False)
+    content, fresh = plan_keys(current, api_key, rotate)
     changed = content != current or not meta_ok
     if changed and not module.check_mode:
         if content == current:
