@@ -129,6 +129,9 @@ def test_facts_play_reads_this_run_and_replaces_the_caches_stale_copy(tmp_path):
     assert host["arch"] == os.uname().machine
     assert host["os"]["id"] != "unknown" and "systemd_version" in host["init"]
     assert list(host["disk"]) == [f"{tmp_path}/cache"]  # preflight's disk paths, as preflight
+    # gpuhost_gpu already known is kept, as before: molecule's recorded GPUs (a test double
+    # set by the converge) must survive the read of a container without one.
+    assert cached["gpuhost_gpu"] == {"count": 9}
 
 
 def test_facts_play_reads_nothing_when_this_run_has(tmp_path):
