@@ -14,6 +14,7 @@ Fixture layout (tests/fixtures/gpu-hosts/<name>/, each with a SOURCE.md):
   detect-virt-vm.txt      `systemd-detect-virt --vm`  (absent: not found; "none" exits 1)
   detect-virt-container.txt
   mokutil.txt             `mokutil --sb-state`
+  systemctl-version.txt   `systemctl --version`
   modinfo-license.txt     `modinfo -F license nvidia`
   sysfs-pci.txt           one line per NVIDIA function, the shape printed by the capture
                           loop in tests/fixtures/gpu-hosts/*/host-extra.txt
@@ -42,6 +43,7 @@ _COMMANDS = {
     ("systemd-detect-virt", "--vm"): "detect-virt-vm.txt",
     ("systemd-detect-virt", "--container"): "detect-virt-container.txt",
     ("mokutil", "--sb-state"): "mokutil.txt",
+    ("systemctl", "--version"): "systemctl-version.txt",
     ("modinfo", "-F", "license", "nvidia"): "modinfo-license.txt",
 }
 
@@ -56,13 +58,16 @@ class StatResult:
 class FakeProbe:
     """Same interface as gpuhost_hostfacts.Probe, answering from dicts."""
 
-    def __init__(self, files=None, dirs=None, links=None, commands=None, disks=None):
+    def __init__(
+        self, files=None, dirs=None, links=None, commands=None, disks=None, machine="x86_64"
+    ):
         self.files = dict(files or {})
         self.dirs = {k: list(v) for k, v in (dirs or {}).items()}
         self.links = dict(links or {})
         self.commands = dict(commands or {})
         self.disks = dict(disks if disks is not None else {"/": (100, 200)})
         self.calls = []
+        self._machine = machine
 
     def read(self, path):
         return self.files.get(path)
@@ -96,6 +101,9 @@ class FakeProbe:
         if path not in self.disks:
             raise OSError(2, "No such file or directory")
         return StatResult(*self.disks[path])
+
+    def machine(self):
+        return self._machine
 
 
 def _sysfs_pci(text, files, dirs, links):

@@ -12,9 +12,12 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts impo
     collect_host,
     dmi_q35,
     firmware_kind,
+    os_family,
     parse_cmdline_iommu,
     parse_detect_virt,
     parse_meminfo,
+    parse_os_release,
+    parse_systemd_version,
     parse_thp,
     read_kernel_log,
 )
@@ -38,7 +41,14 @@ def test_proxmox_guest_host_facts():
     assert host["numa_nodes"] == 1
     assert host["cpu_count"] == 64
     assert host["kernel"] == {"release": "6.8.0-60-generic"}
-    assert host["os"]["id"] == "ubuntu"
+    assert host["os"] == {
+        "id": "ubuntu",
+        "version_id": "24.04",
+        "pretty_name": "Ubuntu 24.04.2 LTS",
+        "family": "ubuntu",
+    }
+    assert host["arch"] == "x86_64"
+    assert host["init"] == {"systemd": True, "pid1": "systemd", "systemd_version": 255}
     assert host["ib_present"] is False
     assert host["iommu"]["groups"] == 0
     assert host["disk"]["/var/cache/gpuhost"] == {
@@ -253,6 +263,81 @@ def test_init_system(files, dirs, expected, reason):
     host = collect_host(FakeProbe(files=files, dirs=dirs))
     assert (host["init"]["systemd"], host["init"]["pid1"]) == expected
     assert host["unknown"].get("init.systemd") == reason
+
+
+# ------------------------------------------- what the roles key on (ansible's setup no longer runs)
+
+DEBIAN_12 = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
+UBUNTU_2204 = 'PRETTY_NAME="Ubuntu 22.04.5 LTS"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\n'
+MINT_22 = 'ID=linuxmint\nID_LIKE="ubuntu debian"\nVERSION_ID="22"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (DEBIAN_12, ("debian", "12", "debian")),
+        (UBUNTU_2204, ("ubuntu", "22.04", "debian")),
+        # ID_LIKE lists the closest relative first: the last one is the family.
+        (MINT_22, ("linuxmint", "22", "debian")),
+        ("", (UNKNOWN, UNKNOWN, UNKNOWN)),
+    ],
+)
+def test_os_release_gives_id_version_and_family(text, expected):
+    found = parse_os_release(text)
+    assert (found["id"], found["version_id"], found["family"]) == expected
+
+
+def test_os_family_without_id_like_is_the_id():
+    assert os_family("debian", "") == "debian"
+    assert os_family("rocky", "rhel centos fedora") == "fedora"
+
+
+@pytest.mark.parametrize(
+    ("rc", "out", "expected"),
+    [
+        (0, "systemd 252 (252.33-1~deb12u1)\n+PAM +AUDIT -GCRYPT\n", 252),
+        (0, "systemd 257 (257.9-1~deb13u1)\n", 257),
+        (1, "systemd 252 (252.6-1)\n", None),  # a failed run says nothing
+        (0, "something else\n", None),
+        (None, "", None),  # no systemctl
+    ],
+)
+def test_parse_systemd_version(rc, out, expected):
+    assert parse_systemd_version(rc, out) == expected
+
+
+@pytest.mark.parametrize(
+    ("dirs", "command", "version", "reason"),
+    [
+        # booted with systemd: its version, read from systemctl
+        ({"/run/systemd/system": []}, (0, "systemd 252 (252.6-1)\n", ""), 252, None),
+        # booted with systemd, systemctl missing: unknown, saying why
+        ({"/run/systemd/system": []}, None, UNKNOWN, "systemctl not found"),
+        # not booted with systemd (a container's shell): the question does not apply
+        ({}, (0, "systemd 252 (252.6-1)\n", ""), "n/a", None),
+    ],
+)
+def test_systemd_version_only_where_systemd_runs(dirs, command, version, reason):
+    commands = {("systemctl", "--version"): command} if command else {}
+    probe = FakeProbe(files={"/proc/1/comm": "bash\n"}, dirs=dirs, commands=commands)
+    host = collect_host(probe)
+    assert host["init"]["systemd_version"] == version
+    assert host["unknown"].get("init.systemd_version") == reason
+
+
+def test_arch_and_os_of_the_host():
+    probe = FakeProbe(files={"/etc/os-release": UBUNTU_2204}, machine="aarch64")
+    host = collect_host(probe)
+    assert host["arch"] == "aarch64"
+    assert (host["os"]["id"], host["os"]["family"]) == ("ubuntu", "debian")
+    assert "os.id" not in host["unknown"]
+    assert collect_host(FakeProbe())["unknown"]["os.id"] == (
+        "/etc/os-release not readable or has no ID"
+    )
+
+
+def test_real_probe_machine_is_unames():
+    assert Probe().machine() == os.uname().machine
 
 
 # ---------------------------------------------------------------- the kernel log (proxmox_guest)

@@ -131,24 +131,29 @@ def test_provisioning_refuses_a_driver_change_under_a_routed_worker():
     assert "not ansible_check_mode" in routed_rule
 
 
-def test_site_gathers_host_facts_under_any_tag_selection(tmp_path):
-    """A stage tag on an import tags its plays, whose implicit fact gathering then runs only
-    when a stage tag is selected: `gpuhost provision --tags driver` ran role nvidia_driver with
-    no facts ("first_found failed", seen in molecule rolling_update). site.yml gathers them in
-    a play tagged always; ansible-playbook --list-tasks shows it for a role tag."""
+def test_site_reads_host_facts_under_any_tag_selection(tmp_path):
+    """A stage tag on an import tags its plays: `gpuhost provision --tags driver` once ran role
+    nvidia_driver with no facts ("first_found failed", seen in molecule rolling_update).
+    site.yml reads this run's host (playbooks/facts.yml, preflight's read entry) in a play
+    tagged always; ansible-playbook --list-tasks shows it for a role tag, before the roles
+    that key on it (nvidia_driver; the server's unit)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  children:\n    gpu_hosts:\n      hosts:\n        h1:\n")
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
     ansible = Path(sys.executable).parent / "ansible-playbook"
     argv = [str(ansible), "-i", str(inventory), str(ROOT / "site.yml"), "--list-tasks"]
-    out = subprocess.run(
-        [*argv, "--tags", "driver"],
-        capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    listing = out.stdout
-    facts = listing.index("Gather the facts the stages read")
-    assert facts < listing.index("nvidia_driver : Validate the nvidia_driver settings"), listing
+    for tag, consumer in (
+        ("driver", "nvidia_driver : Validate the nvidia_driver settings"),
+        ("server", "sglang_server : Validating arguments against arg spec 'main'"),
+    ):
+        out = subprocess.run(
+            [*argv, "--tags", tag],
+            capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        listing = out.stdout
+        facts = listing.index("Read the GPU and host facts when preflight has not in this run")
+        assert facts < listing.index(consumer), listing
 
 
 @pytest.mark.parametrize(

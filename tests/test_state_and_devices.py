@@ -40,7 +40,7 @@ def _render(template: str, **overrides) -> str:
     env = template_env()
     values = {
         "ansible_managed": "managed",
-        "ansible_facts": {"systemd": {"version": 252}},
+        "gpuhost_host": {"init": {"systemd": True, "systemd_version": 252}},
         "gpuhost_sglang": {
             "profile": "glm-5",
             "sglang_version": "0.5.10.post1",
@@ -79,6 +79,19 @@ def test_server_writes_only_its_own_state_dir():
     assert writable.split() == ["/var/cache/gpuhost", "/var/lib/gpuhost/service"]
     # The state dir root reads known-good/previous/pending configs back from is not writable.
     assert "/var/lib/gpuhost" not in writable.split()
+
+
+@pytest.mark.parametrize(
+    ("version", "steps"),
+    [(252, False), (254, True), (257, True), ("n/a", False), ("unknown", False)],
+)
+def test_restart_backoff_only_for_a_systemd_that_knows_it(version, steps):
+    """RestartSteps= and RestartMaxDelaySec= came in systemd 254 (systemd.service(5)); the
+    version is this run's read of the host (gpuhost_host.init.systemd_version), "n/a" where
+    systemd did not boot it and "unknown" where systemctl did not answer."""
+    unit = _render("sglang-server.service.j2", gpuhost_host={"init": {"systemd_version": version}})
+    assert bool(_directives(unit, "RestartSteps")) is steps
+    assert bool(_directives(unit, "RestartMaxDelaySec")) is steps
 
 
 def test_service_state_dir_is_a_subdirectory_by_default():

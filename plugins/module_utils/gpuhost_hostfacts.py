@@ -8,6 +8,7 @@
 #   /sys/firmware/efi; Secure Boot through gpuhost_secure_boot (efivarfs, then mokutil)
 #   /proc/meminfo, /sys/kernel/mm/transparent_hugepage/enabled, /sys/devices/system/node
 #   /sys/kernel/iommu_groups, /proc/cmdline, /sys/class/infiniband
+#   /etc/os-release (os-release(5)), uname(2) machine, `systemctl --version`
 # Everything touches the machine only through Probe, so tests substitute recorded files.
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class Probe:
     def statvfs(self, path):
         return os.statvfs(self._path(path))
 
+    def machine(self):
+        """uname(2)'s machine: x86_64, aarch64 (what `uname -m` prints)."""
+        return os.uname().machine
+
 
 # --------------------------------------------------------------------------------------
 # pure parsers
@@ -138,16 +143,33 @@ def parse_thp(text):
 
 
 def parse_os_release(text):
+    """os-release(5): ID, VERSION_ID, PRETTY_NAME, and the family the roles key on."""
     values = {}
     for line in (text or "").splitlines():
         if "=" in line and not line.startswith("#"):
             key, _, value = line.partition("=")
             values[key.strip()] = value.strip().strip('"')
+    os_id = values.get("ID", UNKNOWN)
     return {
-        "id": values.get("ID", UNKNOWN),
+        "id": os_id,
         "version_id": values.get("VERSION_ID", UNKNOWN),
         "pretty_name": values.get("PRETTY_NAME", UNKNOWN),
+        "family": os_family(os_id, values.get("ID_LIKE", "")),
     }
+
+
+def os_family(os_id, id_like):
+    """The family a package name is chosen by: ID_LIKE lists the related systems most closely
+    related first (os-release(5)), so its last entry is the root (ubuntu, linuxmint: debian);
+    a system with no ID_LIKE is its own family (debian)."""
+    like = id_like.split()
+    return like[-1] if like else os_id
+
+
+def parse_systemd_version(rc, out):
+    """`systemctl --version`'s first line, "systemd 252 (252.33-1~deb12u1)" -> 252."""
+    match = re.match(r"systemd (\d+)\b", (out or "").lstrip())
+    return int(match.group(1)) if rc == 0 and match else None
 
 
 _IOMMU_FLAG = re.compile(r"^(intel_iommu|amd_iommu|iommu|pcie_acs_override|vfio-pci\.ids)=")
@@ -274,6 +296,9 @@ def collect_host(probe, disk_paths=()):
     if release is None:
         unknown["kernel.release"] = "/proc/sys/kernel/osrelease not readable"
     host["os"] = parse_os_release(probe.read("/etc/os-release"))
+    if host["os"]["id"] == UNKNOWN:
+        unknown["os.id"] = "/etc/os-release not readable or has no ID"
+    host["arch"] = probe.machine() or UNKNOWN
 
     host["secure_boot"] = _secure_boot(probe, efi_present, unknown)
     host["init"] = _init_system(probe, unknown)
@@ -348,15 +373,25 @@ def _container_from_evidence(probe):
 
 def _init_system(probe, unknown):
     """Was the host booted with systemd? systemd's own test (sd_booted(3)): the directory
-    /run/systemd/system exists. PID 1's name says what runs instead (a container's shell)."""
+    /run/systemd/system exists. PID 1's name says what runs instead (a container's shell).
+    systemd's version (`systemctl --version`) only where it booted the host: a unit's
+    directives depend on the systemd that runs it; "n/a" where none does."""
     comm = probe.read("/proc/1/comm")
     pid1 = comm.strip() if comm and comm.strip() else UNKNOWN
     if probe.exists("/run/systemd/system"):
-        return {"systemd": True, "pid1": pid1}
+        rc, out, err = probe.run(["systemctl", "--version"])
+        version = parse_systemd_version(rc, out)
+        if version is None:
+            version = UNKNOWN
+            unknown["init.systemd_version"] = (
+                err.strip() or f"systemctl --version exited {rc}: {(out or '').strip()[:80]}"
+            )
+        return {"systemd": True, "pid1": pid1, "systemd_version": version}
     if pid1 == UNKNOWN:
         unknown["init.systemd"] = "/run/systemd/system absent and /proc/1/comm not readable"
-        return {"systemd": UNKNOWN, "pid1": pid1}
-    return {"systemd": False, "pid1": pid1}
+        unknown["init.systemd_version"] = "not known whether systemd booted the host"
+        return {"systemd": UNKNOWN, "pid1": pid1, "systemd_version": UNKNOWN}
+    return {"systemd": False, "pid1": pid1, "systemd_version": "n/a"}
 
 
 def _secure_boot(probe, efi_present, unknown):

@@ -59,8 +59,8 @@ gpuhost_gpu:
   returned: always
   type: dict
 gpuhost_host:
-  description: Virtualisation, kernel, Secure Boot, hugepages, NUMA (CPUs per node), steal
-    time, disk, IOMMU, IB.
+  description: Virtualisation, kernel, OS (os-release, family), architecture, init system and
+    systemd version, Secure Boot, hugepages, NUMA (CPUs per node), steal time, disk, IOMMU, IB.
   returned: always
   type: dict
 kernel_log:
