@@ -19,9 +19,10 @@ PLAYS = [ROOT / "site.yml", *sorted((ROOT / "playbooks").glob("*.yml"))]
 ROLE_FILES = sorted(
     p for p in (ROOT / "roles").rglob("*") if p.is_file() and p.suffix in (".yml", ".j2")
 )
-# What Ansible's setup module sets and nothing here may read any more.
+# What Ansible's setup module sets and nothing here may read any more (a registered result's
+# own `ansible_facts`, what an action returned, is not the host's).
 ANSIBLE_FACT_READ = re.compile(
-    r"ansible_facts\b|ansible_(distribution|os_family|architecture|kernel|virtualization"
+    r"(?<![.\w])ansible_facts\b|ansible_(distribution|os_family|architecture|kernel|virtualization"
     r"|systemd|service_mgr|pkg_mgr|lsb|machine)\w*"
 )
 
@@ -55,6 +56,8 @@ def test_the_checks_above_see_what_they_look_for():
     assert ANSIBLE_FACT_READ.search("{{ ansible_facts['distribution'] }}")
     assert ANSIBLE_FACT_READ.search("{{ ansible_kernel }}")
     assert not ANSIBLE_FACT_READ.search("{{ ansible_check_mode }} {{ ansible_host }}")
+    assert not ANSIBLE_FACT_READ.search("{{ (_result.ansible_facts | default({})).x }}")
+    assert ANSIBLE_FACT_READ.search("{{ (ansible_facts | default({})).x }}")
     assert len(ROLE_FILES) > 100 and ROOT / "playbooks" / "facts.yml" in PLAYS
 
 

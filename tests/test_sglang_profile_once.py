@@ -137,7 +137,8 @@ def test_the_tasks_use_the_decision():
     assert action["gpuhost.gpu.sglang_profile"]["inputs"] == "{{ _sglang_server_profile_inputs }}"
     assert "when" not in action  # a skip would register over this run's result
     serve = yaml.safe_load((ROOT / "playbooks/serve.yml").read_text())
-    (pre,) = [t for t in serve[1]["pre_tasks"] if "ansible.builtin.include_role" in t]
+    (play,) = [p for p in serve if p.get("name") == "Serve"]
+    (pre,) = [t for t in play["pre_tasks"] if "ansible.builtin.include_role" in t]
     assert pre["ansible.builtin.include_role"]["tasks_from"] == "validate"
     assert pre["when"] == "_sglang_server_profile_due | default(true) | bool"
 
