@@ -75,7 +75,7 @@ def test_a_host_without_systemd_now_stops_at_preflight():
     assert "model_cache : Read the state of the download unit: Error executing command." in log
     probe = FakeProbe(files={"/proc/1/comm": "process_api\n"})  # no /run/systemd/system
     host = collect_host(probe)
-    assert host["init"] == {"systemd": False, "pid1": "process_api"}
+    assert host["init"] == {"systemd": False, "pid1": "process_api", "systemd_version": "n/a"}
     gpu = {"present": False, "count": 0, "gpus": [], "pci_devices": [], "driver": {}}
     (found,) = [f for f in preflight_findings(gpu, host, {}) if f["check"] == "preflight.systemd"]
     assert found["status"] == "fail" and "PID 1 is 'process_api'" in found["message"]
