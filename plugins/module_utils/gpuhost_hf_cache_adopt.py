@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import grp
 import os
 import pwd
 import secrets
@@ -55,6 +54,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hf_cache impor
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_service_path import (
     ServicePathError,
+    account_ids,
     opened_directory,
     replace_file,
     write_file,
@@ -75,15 +75,11 @@ def _ids(owner: str, group: str, source_owner: str, check: bool):
             f"source_owner: no user {source_owner!r} on the host; allowed: the account the "
             "old server runs as, which owns the source cache"
         ) from None
-    ids = []
-    for what, name, lookup in (("owner", owner, pwd.getpwnam), ("group", group, grp.getgrnam)):
-        try:
-            ids.append(lookup(name)[2])
-        except KeyError:
-            if not check:
-                raise AdoptError(f"{what}: no such account {name!r} on the host") from None
-            ids.append(None)
-    return ids[0], ids[1], source_uid
+    try:
+        uid, gid = account_ids(owner, group, check)
+    except ServicePathError as exc:
+        raise AdoptError(str(exc)) from None
+    return uid, gid, source_uid
 
 
 def _link(src: int, dst: int, name: str, lst: os.stat_result, ids: tuple, mode: int) -> None:

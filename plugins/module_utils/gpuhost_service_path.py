@@ -183,7 +183,7 @@ def _walk(
         fd, where = sub, here
 
 
-def _ids(owner: str, group: str, check: bool) -> tuple[int | None, int | None]:
+def account_ids(owner: str, group: str, check: bool) -> tuple[int | None, int | None]:
     """uid and gid; in check mode the account (role base makes it) may not exist yet."""
     ids = []
     for what, name, lookup in (("owner", owner, pwd.getpwnam), ("group", group, grp.getgrnam)):
@@ -252,7 +252,7 @@ def opened_directory(
     With owner: as ensure_directory (made if missing, owner, group and mode set), the
     descriptor None in check mode when it would be made. Without: an existing directory
     opened as it is, nothing made or changed (ServicePathError when it is missing)."""
-    uid, gid = _ids(owner, group, check) if owner is not None else (None, None)
+    uid, gid = account_ids(owner, group, check) if owner is not None else (None, None)
     with _at_leaf(path, check or owner is None) as (fd, leaf, where, full, st, fds, created):
         if st is None:
             if owner is None:
@@ -289,7 +289,7 @@ def write_file(
     root_dir: the file's directory must be one only root can change (root's, writable by no
     group and no one else), or nothing is written. keep_before: the result's `before` holds
     what the file held (b"" when it was missing), for a diff."""
-    uid, gid = _ids(owner, group, check)
+    uid, gid = account_ids(owner, group, check)
     with _at_leaf(path, check) as (fd, leaf, where, full, st, fds, created):
         if root_dir and fd is not None:
             _require_root_dir(fd, where)
