@@ -12,7 +12,11 @@
 set -euo pipefail
 claims=
 if [ "${1:-}" = --shared ]; then
-  claims=${2:?--shared needs a folder}
+  if [ $# -lt 2 ]; then
+    echo "usage: scripts/molecule-scenarios.sh [--shared CLAIMS_DIR] SCENARIO..." >&2
+    exit 2
+  fi
+  claims=$2
   shift 2
   if [ ! -d "$claims" ]; then
     echo "--shared $claims: no such folder (make test creates it for both lanes)" >&2
