@@ -704,29 +704,19 @@ def test_a_role_output_cached_by_an_earlier_run_is_no_typo(tmp_path):
     """verify's verify_server_installed is cached as a fact; the next run's validation sees it
     among the variables and must not call it an undeclared setting, while a real typo in the
     inventory still gets its warning."""
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"),
-    }
     earlier = tmp_path / "earlier.yml"
     earlier.write_text(
         "- hosts: gpu_hosts\n  gather_facts: false\n  tasks:\n"
         "    - name: What role verify leaves in the fact cache\n"
         "      ansible.builtin.set_fact: {verify_server_installed: true, cacheable: true}\n"
     )
-    exe = Path(sys.executable).with_name("ansible-playbook")
-    inventory = str(_inventory(tmp_path))
+    inventory = _inventory(tmp_path)
     outs = []
     for playbook, extra in (
-        (str(earlier), []),
+        (earlier, []),
         ("playbooks/validate.yml", ["-e", "preflight_expected_gpu_cont=8"]),
     ):
-        proc = subprocess.run(
-            [str(exe), playbook, "-i", inventory, *extra],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
+        proc = run_playbook([playbook, "-i", inventory, *extra], tmp_path / "facts")
         outs.append(proc.stdout + proc.stderr)
         assert proc.returncode == 0, outs[-1]
     assert "preflight_expected_gpu_cont: not declared" in outs[-1], outs[-1]

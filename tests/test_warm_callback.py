@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import configparser
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from gpuhost_fakes import ROOT, run_playbook
 
 PROBE = textwrap.dedent(
     """
@@ -68,18 +66,7 @@ def test_ansible_cfg_enables_it_and_it_loads(tmp_path):
             """
         )
     )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_DEBUG": "0",
-    }
-    playbook = Path(sys.executable).parent / "ansible-playbook"
-    proc = subprocess.run(
-        [str(playbook), "-v", "-i", "localhost,", "-c", "local", str(play)],
-        capture_output=True, text=True, cwd=ROOT, env=env, check=False,
-    )  # fmt: skip
+    proc = run_playbook(["-v", "-i", "localhost,", "-c", "local", play], tmp_path / "facts")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     # ansible-core skips a callback it cannot find or construct, saying so only as a warning
