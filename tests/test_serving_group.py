@@ -129,3 +129,59 @@ def test_bad_serial(serial):
     with pytest.raises(group.SerialError) as err:
         group.batches(["a"], {}, serial)
     assert str(err.value).startswith(f"serial: got {serial!r}; allowed:")
+
+
+def hostvars(**hosts):
+    """Inventory order is the keyword order, as Ansible's hostvars iterate."""
+    base = {"sglang_server_dist_init_port": 20000, "sglang_server_node_rank": -1}
+    return {name: {**base, **values} for name, values in hosts.items()}
+
+
+def test_a_host_without_a_group_has_none():
+    hv = hostvars(a={"sglang_server_group": ""}, b={})
+    assert group.of_host("a", hv) == {} and group.of_host("b", hv) == {}
+
+
+def test_of_host_ranks_the_members_and_gives_each_its_flags():
+    hv = hostvars(
+        solo={"sglang_server_group": ""},
+        b={"sglang_server_group": "g1", "sglang_server_group_address": "10.0.0.2"},
+        a={
+            "sglang_server_group": "g1",
+            "sglang_server_group_address": "10.0.0.1",
+            "sglang_server_node_rank": 0,
+        },
+        other={"sglang_server_group": "g2", "sglang_server_group_address": "10.0.1.1"},
+    )
+    got = group.of_host("b", hv)
+    assert got["members"] == ["a", "b"] and got["rank0"] == "a" and got["rank"] == 1
+    assert got["flags"] == {"--nnodes": 2, "--node-rank": 1, "--dist-init-addr": "10.0.0.1:20000"}
+    assert group.of_host("a", hv)["flags"]["--node-rank"] == 0
+    with pytest.raises(group.GroupError, match="'g2' has 1 host"):
+        group.of_host("other", hv)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        (
+            {"b": {"sglang_server_dist_init_port": 20001}},
+            "sglang_server_dist_init_port: 20001 on b",
+        ),
+        (
+            {"a": {"sglang_server_group": "g 1"}, "b": {"sglang_server_group": "g 1"}},
+            "sglang_server_group: got 'g 1' on a",
+        ),
+        ({"a": {"sglang_server_group_address": "127.0.0.1"}}, "not loopback"),
+    ],
+)
+def test_of_host_refuses_what_cannot_form_a_group(changes, words):
+    hv = hostvars(
+        a={"sglang_server_group": "g1", "sglang_server_group_address": "10.0.0.1"},
+        b={"sglang_server_group": "g1", "sglang_server_group_address": "10.0.0.2"},
+    )
+    for host, values in changes.items():
+        hv[host].update(values)
+    with pytest.raises(group.GroupError) as err:
+        group.of_host("a", hv)
+    assert words in str(err.value)

@@ -51,7 +51,18 @@ class GroupError(ValueError):
     """Bad group settings: the message names the variable, the value and what is allowed."""
 
 
-__all__ = ["GroupError", "SerialError", "batches", "consistency", "dist_init_addr", "ranks"]
+__all__ = [
+    "GroupError",
+    "SerialError",
+    "batches",
+    "consistency",
+    "dist_init_addr",
+    "of_host",
+    "ranks",
+]
+
+# A group's name: it goes into findings, messages and the run record.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 def ranks(group: str, members: list[dict]) -> dict[str, int]:
@@ -181,3 +192,54 @@ def batches(hosts: list[str], group_of: dict[str, str], serial) -> tuple[list[st
         for start in range(0, len(units), size)
     ]
     return order, sizes
+
+
+def of_host(host: str, hostvars) -> dict:
+    """The serving group `host` belongs to, as every role and the CLI read it, or {} for a host
+    that serves on its own (`sglang_server_group` ""). `hostvars`: {name: {variable: value}}
+    over the inventory, in inventory order (Ansible's hostvars iterate so). Returns
+    {name, rank, nnodes, members (host names in rank order), rank0, address (rank 0's),
+    port, dist_init_addr, addresses ({host: its group address}), flags (the three SGLang
+    flags for this host)}."""
+    name = str(hostvars[host].get("sglang_server_group") or "")
+    if not name:
+        return {}
+    if not _NAME.fullmatch(name):
+        raise GroupError(
+            f'sglang_server_group: got {name!r} on {host}; allowed: "" (no group) or a name '
+            "of letters, digits, '_', '.' and '-' (at most 63)"
+        )
+    names = [h for h in hostvars if str(hostvars[h].get("sglang_server_group") or "") == name]
+    assigned = ranks(
+        name, [{"name": h, "rank": hostvars[h].get("sglang_server_node_rank", -1)} for h in names]
+    )
+    members = sorted(names, key=assigned.get)
+    rank0 = members[0]
+    port = hostvars[rank0].get("sglang_server_dist_init_port")
+    for member in members[1:]:
+        other = hostvars[member].get("sglang_server_dist_init_port")
+        if other != port:
+            raise GroupError(
+                f"sglang_server_dist_init_port: {other!r} on {member} but {port!r} on {rank0} "
+                f"(rank 0 of group {name!r}); allowed: the same port on every node of the group"
+            )
+    addresses = {
+        h: str(hostvars[h].get("sglang_server_group_address") or "").strip() for h in members
+    }
+    addr = dist_init_addr(name, rank0, addresses[rank0], port)
+    return {
+        "name": name,
+        "rank": assigned[host],
+        "nnodes": len(members),
+        "members": members,
+        "rank0": rank0,
+        "address": addresses[rank0],
+        "port": port,
+        "dist_init_addr": addr,
+        "addresses": addresses,
+        "flags": {
+            "--nnodes": len(members),
+            "--node-rank": assigned[host],
+            "--dist-init-addr": addr,
+        },
+    }

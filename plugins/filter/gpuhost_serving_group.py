@@ -1,0 +1,24 @@
+"""The serving group of a host (several hosts that are one SGLang server; docs/multi-node.md).
+
+inventory_hostname | gpuhost.gpu.serving_group(hostvars) -> {} or the group as
+plugins/plugin_utils/gpuhost_serving_group.py `of_host` returns it (rank, members, the
+--dist-init-addr value, the SGLang flags of this host). group_vars/all/sglang_server.yml
+defines `gpuhost_serving_group` with it, once for every role.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_serving_group as group
+
+
+def serving_group(host, hostvars) -> dict:
+    try:
+        return group.of_host(str(host), hostvars)
+    except group.GroupError as err:
+        raise AnsibleFilterError(str(err)) from None
+
+
+class FilterModule:
+    def filters(self):
+        return {"serving_group": serving_group}
