@@ -82,7 +82,9 @@ def node(**changes):
         "driver": "580.95.05",
         "nccl": "2.27.3",
         "venv_lock": "sha256:ab12",
+        "model": "profile 'deepseek-v3-fp8-2x8x-h100', model ''",
         "model_revision": "87663416be779d980e4aa102edc328b85d7802f6",
+        "flags": "{}",
     }
     return {**facts, **changes}
 
@@ -93,7 +95,7 @@ def by_check(findings):
 
 def test_consistent_nodes_pass_every_check():
     found = by_check(group.consistency("g", {"a": node(), "b": node()}))
-    assert sorted(found) == sorted(f"group.g.{key}" for key, _ in group.SHARED)
+    assert sorted(found) == sorted(f"preflight.group.g.{key}" for key, _ in group.SHARED)
     assert {f["status"] for f in found.values()} == {"pass"}
 
 
@@ -101,16 +103,16 @@ def test_a_node_that_differs_fails_naming_each_value_and_its_hosts():
     found = by_check(
         group.consistency("g", {"a": node(), "b": node(), "c": node(driver="570.172.08")})
     )
-    driver = found["group.g.driver"]
+    driver = found["preflight.group.g.driver"]
     assert driver["status"] == "fail"
     assert "570.172.08 on c" in driver["message"] and "580.95.05 on a, b" in driver["message"]
-    assert found["group.g.gpu_count"]["status"] == "pass"
+    assert found["preflight.group.g.gpu_count"]["status"] == "pass"
 
 
 def test_a_value_not_read_is_a_warning_not_a_pass():
     found = by_check(group.consistency("g", {"a": node(), "b": node(nccl="unknown")}))
-    assert found["group.g.nccl"]["status"] == "warn"
-    assert "not read on b" in found["group.g.nccl"]["message"]
+    assert found["preflight.group.g.nccl"]["status"] == "warn"
+    assert "not read on b" in found["preflight.group.g.nccl"]["message"]
 
 
 def test_batches_keep_a_group_together_and_count_it_once():
@@ -185,3 +187,63 @@ def test_of_host_refuses_what_cannot_form_a_group(changes, words):
     with pytest.raises(group.GroupError) as err:
         group.of_host("a", hv)
     assert words in str(err.value)
+
+
+def node_vars(**changes):
+    values = {
+        "gpuhost_gpu": {
+            "count": 8,
+            "gpus": [{"name": "NVIDIA H100 80GB HBM3"}],
+            "driver": {"version": "580.95.05"},
+        },
+        "python_env_lane": "cu128",
+        "python_env_lock_file": "",
+        "nccl_version": "",
+        "sglang_server_profile": "deepseek-v3-fp8-2x8x-h100",
+        "sglang_server_model_id": "",
+        "sglang_server_revision": "",
+        "sglang_server_flags": {"--mem-fraction-static": 0.85},
+    }
+    return {**values, **changes}
+
+
+GROUP = {"name": "g", "members": ["a", "b"], "nnodes": 2, "rank0": "a"}
+
+
+def test_preflight_passes_a_group_whose_nodes_agree_and_are_all_in_the_run():
+    found = by_check(group.preflight(GROUP, {"a": node_vars(), "b": node_vars()}, ["a", "b", "x"]))
+    assert {f["status"] for f in found.values()} == {"pass"}, found
+    assert "lane cu128" in found["preflight.group.g.venv_lock"]["message"]
+
+
+def test_preflight_fails_a_node_left_out_of_the_run_and_names_the_limit():
+    found = by_check(group.preflight(GROUP, {"a": node_vars(), "b": node_vars()}, ["a"]))
+    assert found["preflight.group.g.members"]["status"] == "fail"
+    assert "b not in this run" in found["preflight.group.g.members"]["message"]
+    assert "--limit a,b" in found["preflight.group.g.members"]["fix"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "check"),
+    [
+        ({"sglang_server_flags": {"--mem-fraction-static": 0.8}}, "flags"),
+        ({"python_env_lock_file": "/x/other.txt"}, "venv_lock"),
+        ({"sglang_server_profile": "other"}, "model"),
+        ({"sglang_server_revision": "abc"}, "model_revision"),
+        (
+            {
+                "gpuhost_gpu": {
+                    "count": 4,
+                    "gpus": [{"name": "NVIDIA H100 80GB HBM3"}],
+                    "driver": {"version": "580.95.05"},
+                }
+            },
+            "gpu_count",
+        ),
+    ],
+)
+def test_preflight_fails_nodes_that_would_serve_differently(changes, check):
+    found = by_check(
+        group.preflight(GROUP, {"a": node_vars(), "b": node_vars(**changes)}, ["a", "b"])
+    )
+    assert found[f"preflight.group.g.{check}"]["status"] == "fail", found[f"preflight.group.g.{check}"]

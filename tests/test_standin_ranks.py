@@ -17,14 +17,14 @@ import urllib.request
 from gpuhost_fakes import STANDIN_SCRIPT, free_port
 
 
-def start(tmp_path, name, port, dist_port, rank, nnodes=2, join_seconds=30):
+def start(tmp_path, name, port, dist_port, rank, nnodes=2, join_seconds=30, fault="none"):
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, str(STANDIN_SCRIPT), "--host", "127.0.0.1", "--port", str(port),
          "--standin-load-seconds", "0", "--standin-warmup-seconds", "0",
          "--nnodes", str(nnodes), "--node-rank", str(rank),
          "--dist-init-addr", f"127.0.0.1:{dist_port}",
-         "--standin-join-seconds", str(join_seconds)],
+         "--standin-join-seconds", str(join_seconds), "--standin-fault", fault],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     proc.log = log
@@ -110,3 +110,59 @@ def test_a_rank_of_another_group_size_is_refused(tmp_path):
         assert odd.wait(timeout=30) == 1
     finally:
         stop(rank0, odd)
+
+
+def test_a_rank_with_fault_never_joins_keeps_its_port_closed_and_rank0_times_out(tmp_path):
+    port0, port1 = free_port(range(32200, 32300)), free_port(range(32300, 32400))
+    dist = free_port(range(32400, 32500))
+    # The fault is the group's config: rank 0 has it too and is not affected.
+    rank0 = start(tmp_path, "rank0", port0, dist, 0, join_seconds=3, fault="never-joins")
+    rank1 = start(tmp_path, "rank1", port1, dist, 1, join_seconds=3, fault="never-joins")
+    try:
+        assert rank0.wait(timeout=30) == 1
+        assert "1/2 clients joined" in (tmp_path / "rank0.log").read_text()
+        assert rank1.poll() is None and get(port1, "/health")[0] is None
+    finally:
+        stop(rank0, rank1)
+
+
+def load_probe():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "plugins" / "modules" / "sglang_probe.py"
+    spec = importlib.util.spec_from_file_location("gpuhost_test_sglang_probe_ranks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def probe_params(port, name, rank):
+    return {"host": "127.0.0.1", "port": port, "served_model_name": name, "api_key": "",
+            "correctness": False, "prompt": "", "expect": "42", "max_tokens": 8,
+            "request_timeout": 2, "node_rank": rank}  # fmt: skip
+
+
+def test_the_gate_probe_passes_a_joined_rank_and_refuses_a_rank_that_serves_alone(tmp_path):
+    """The start gate (sglang_probe) for a rank >= 1: port closed until it joined ("has not
+    joined"), then `joined` on the dummy /health; a server that lists the served name while
+    probed as a rank >= 1 is `standalone` (a wrong --node-rank or --nnodes)."""
+    http_phase = load_probe().http_phase
+    port0, port1 = free_port(range(32500, 32600)), free_port(range(32600, 32700))
+    dist = free_port(range(32700, 32800))
+    rank1 = start(tmp_path, "rank1", port1, dist, 1)
+    rank0 = None
+    try:
+        phase, detail, _ = http_phase(probe_params(port1, "x", 1))
+        assert phase == "port_closed" and "rank 1 has not joined" in detail
+        rank0 = start(tmp_path, "rank0", port0, dist, 0)
+        assert wait_for(lambda: get(port0, "/v1/models")[0] == 200)
+        name = json.loads(get(port0, "/v1/models")[1])["data"][0]["id"]
+        assert wait_for(lambda: get(port1, "/health")[0] == 200)
+        assert http_phase(probe_params(port1, name, 1))[0] == "joined"
+        assert http_phase(probe_params(port0, name, 1))[0] == "standalone"
+        assert http_phase(probe_params(port0, name, 0))[0] == "healthy"
+        # Rank 1 probed as rank 0 misses the served name: never healthy.
+        assert http_phase(probe_params(port1, name, 0))[0] == "models_missing"
+    finally:
+        stop(*[p for p in (rank0, rank1) if p is not None])

@@ -36,6 +36,10 @@ options:
     description: Where the timeout comes from (gpuhost_profile.start_timeout), said once.
   interval: {type: int, default: 10}
   label: {type: str, description: "What is being waited for, shown in each line."}
+  node_rank:
+    type: int
+    default: 0
+    description: The node rank in a serving group; a rank >= 1 passes as joined (sglang_probe).
 """
 
 _PROBE_ARGS = (
@@ -48,8 +52,12 @@ _PROBE_ARGS = (
     "prompt",
     "expect",
     "max_tokens",
+    "node_rank",
 )
-_FATAL = {"failed", "exited", "inactive", "wrong"}
+_FATAL = {"failed", "exited", "inactive", "wrong", "standalone"}
+# The phases that pass the gate: a server of its own (or rank 0) healthy or correct, a rank
+# >= 1 of a serving group joined.
+PASSED = ("healthy", "correct", "joined")
 
 
 class ActionModule(ActionBase):
@@ -98,7 +106,7 @@ class ActionModule(ActionBase):
                     f"[{host}] {label}: {probe.get('detail')} ({elapsed:.0f} s of {timeout} s){log}"
                 )
                 last_phase, last_shown = phase, elapsed
-            if phase in ("healthy", "correct"):
+            if phase in PASSED:
                 result.update(
                     changed=False,
                     phase=phase,

@@ -3,7 +3,8 @@
 inventory_hostname | gpuhost.gpu.serving_group(hostvars) -> {} or the group as
 plugins/plugin_utils/gpuhost_serving_group.py `of_host` returns it (rank, members, the
 --dist-init-addr value, the SGLang flags of this host). group_vars/all/sglang_server.yml
-defines `gpuhost_serving_group` with it, once for every role.
+defines `sglang_server_serving_group` with it, once for every role.
+group | gpuhost.gpu.group_findings(hostvars, ansible_play_hosts_all) -> preflight's findings.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ def serving_group(host, hostvars) -> dict:
         raise AnsibleFilterError(str(err)) from None
 
 
+def group_findings(group, hostvars, run_hosts) -> list:
+    """Preflight's findings for this host's serving group ([] for a host alone)."""
+    if not group:
+        return []
+    return group.preflight(group, hostvars, list(run_hosts or []))
+
+
 class FilterModule:
     def filters(self):
-        return {"serving_group": serving_group}
+        return {"serving_group": serving_group, "group_findings": group_findings}

@@ -53,6 +53,15 @@ options:
     description: Tokens the answer may use.
     type: int
     default: 1024
+  node_rank:
+    description: >-
+      The server's node rank in a serving group (C(--node-rank)); 0 for a server of its own.
+      A rank >= 1 serves only SGLang's dummy C(/health), C(/ping) and C(/health_generate),
+      which it starts once its schedulers joined the group and loaded their part of the
+      model; it passes as C(joined) when C(/health) answers 200 and C(/v1/models) does not
+      list the served name (rank 0 serves that).
+    type: int
+    default: 0
   request_timeout:
     description: Seconds per HTTP request (the correctness query gets 10x).
     type: int
@@ -64,7 +73,7 @@ RETURN = r"""
 phase:
   description: >-
     inactive | failed | exited | port_closed | warming | unhealthy | models_missing |
-    healthy | correct | wrong
+    healthy | correct | wrong; for a rank >= 1: joined | standalone
   type: str
   returned: always
 active_state: {description: systemd ActiveState., type: str, returned: always}
@@ -121,6 +130,12 @@ def http_phase(p):
             pass
     except OSError:
         why = f"port {p['port']} closed (loading weights, KV cache, CUDA graphs)"
+        if p["node_rank"] >= 1:
+            # SGLang opens a rank >= 1's port only after its schedulers joined rank 0.
+            why = (
+                f"port {p['port']} closed: rank {p['node_rank']} has not joined its group's "
+                "rank 0 (still loading, or it cannot reach rank 0's --dist-init-addr)"
+            )
         return "port_closed", why, {}
 
     client = Client(base_url(host, p["port"]), p["api_key"], p["request_timeout"])
@@ -136,6 +151,8 @@ def http_phase(p):
         status, names = client.models()
     except ApiError:
         status, names = 0, []
+    if p["node_rank"] >= 1:
+        return rank_phase(p, status, names)
     if p["served_model_name"] not in names:
         return (
             "models_missing",
@@ -172,6 +189,25 @@ def http_phase(p):
     )
 
 
+def rank_phase(p, status, names):
+    """A rank >= 1 of a serving group after /health 200 (SGLang's engine.py starts its dummy
+    health server only after the schedulers are ready): joined, unless it also lists the
+    served name, which only a server of its own does (a wrong --node-rank or --nnodes)."""
+    if p["served_model_name"] in names:
+        return (
+            "standalone",
+            f"rank {p['node_rank']} answered /v1/models with {p['served_model_name']!r}: it "
+            "serves on its own, not as a node of its group (check --nnodes and --node-rank)",
+            {},
+        )
+    return (
+        "joined",
+        f"rank {p['node_rank']}: /health 200 (its schedulers joined the group; rank 0 serves "
+        f"/v1/models, here {status or 'nothing'})",
+        {},
+    )
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -184,6 +220,7 @@ def main():
             prompt=dict(type="str", default="What is 17 + 25? Reply with the number only."),
             expect=dict(type="str", default="42"),
             max_tokens=dict(type="int", default=1024),
+            node_rank=dict(type="int", default=0),
             request_timeout=dict(type="int", default=5),
         ),
         supports_check_mode=True,

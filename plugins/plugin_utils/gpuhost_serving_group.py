@@ -22,6 +22,7 @@ Pure functions over plain values; the callers read the inventory and the facts.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_finding import prefixed
@@ -31,7 +32,8 @@ from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_serial import 
     per_batch,
 )
 
-_finding = prefixed("group.")
+_finding = prefixed("preflight.group.")
+_JSON_SORTED = {"sort_keys": True, "separators": (",", ":")}
 
 # A host name or an IPv4/IPv6 address, as it goes into `--dist-init-addr` (argv: nothing else).
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -43,7 +45,9 @@ SHARED = (
     ("driver", "NVIDIA driver"),
     ("nccl", "NCCL version"),
     ("venv_lock", "venv lock"),
+    ("model", "serving profile and model"),
     ("model_revision", "model revision"),
+    ("flags", "SGLang flags (sglang_server_flags)"),
 )
 
 
@@ -57,7 +61,9 @@ __all__ = [
     "batches",
     "consistency",
     "dist_init_addr",
+    "node_facts",
     "of_host",
+    "preflight",
     "ranks",
 ]
 
@@ -243,3 +249,51 @@ def of_host(host: str, hostvars) -> dict:
             "--dist-init-addr": addr,
         },
     }
+
+
+def node_facts(host_vars) -> dict:
+    """The values of SHARED for one node, from its hostvars: this run's GPU facts
+    (gpuhost_gpu) and the settings that decide what it serves. NCCL is torch's in the venv:
+    the inventory's nccl_version when set, else the lock's."""
+    gpu = host_vars.get("gpuhost_gpu") or {}
+    gpus = gpu.get("gpus") or [{}]
+    driver = (gpu.get("driver") or {}).get("version")
+    lock = str(host_vars.get("python_env_lock_file") or "")
+    lock = lock or f"lane {host_vars.get('python_env_lane', 'unknown')}"
+    model = (
+        f"profile {host_vars.get('sglang_server_profile', '')!r}, "
+        f"model {host_vars.get('sglang_server_model_id', '')!r}"
+    )
+    flags = host_vars.get("sglang_server_flags") or {}
+    return {
+        "gpu_count": gpu.get("count"),
+        "gpu_name": gpus[0].get("name"),
+        "driver": driver,
+        "nccl": str(host_vars.get("nccl_version") or "") or f"torch's in {lock}",
+        "venv_lock": lock,
+        "model": model,
+        "model_revision": str(host_vars.get("sglang_server_revision") or "") or "the profile's",
+        "flags": json.dumps(flags, **_JSON_SORTED),
+    }
+
+
+def preflight(group: dict, hostvars, run_hosts) -> list[dict]:
+    """Preflight's findings for a serving group (of_host's dict), before any change: every
+    node is in this run (`run_hosts`: the play's hosts) and the nodes agree (consistency)."""
+    name = group["name"]
+    missing = [h for h in group["members"] if h not in set(run_hosts)]
+    found = [
+        _finding(
+            f"{name}.members",
+            "fail" if missing else "pass",
+            (
+                f"group {name}: {', '.join(missing)} not in this run (a --limit, or failed "
+                f"earlier) of its {group['nnodes']} nodes {', '.join(group['members'])}"
+            )
+            if missing
+            else f"group {name}: all {group['nnodes']} nodes in this run, rank 0 {group['rank0']}",
+            f"run on every node of group {name} together (--limit {','.join(group['members'])})",
+        )
+    ]
+    present = [h for h in group["members"] if h not in missing]
+    return found + consistency(name, {h: node_facts(hostvars[h]) for h in present})

@@ -40,6 +40,8 @@ Fault modes (`--standin-fault` or env SGLANG_STANDIN_FAULT):
   crash-on-start exit 1 while "loading"
   wrong-answers  healthy, but every arithmetic answer is off by one
   slow-start     load for --standin-slow-seconds (default 600) before opening the port
+  never-joins    a rank >= 1 loads, then never reaches rank 0 (as behind a port rule that
+                 drops the dist-init port): its port stays closed, rank 0 times out
 Timings: --standin-load-seconds (default 2), --standin-warmup-seconds (1),
 --standin-token-delay (seconds per generated token, default 0.002).
 CPU cost: --standin-cpu-us-per-token N (env SGLANG_STANDIN_CPU_US_PER_TOKEN, default 0 = none):
@@ -79,7 +81,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sglang import __version__ as VERSION
 
-FAULTS = ("none", "never-healthy", "crash-on-start", "wrong-answers", "slow-start")
+FAULTS = ("none", "never-healthy", "crash-on-start", "wrong-answers", "slow-start", "never-joins")
 # SGLang's decide_request_auth lets these prefixes through with no key; /ping is the stand-in's.
 UNAUTHENTICATED = ("/health", "/ready", "/metrics", "/ping")
 # Routes SGLang 0.5.10.post1 marks @auth_level(AuthLevel.ADMIN_OPTIONAL) that the stand-in
@@ -535,6 +537,10 @@ def join_as_rank(args: argparse.Namespace) -> socket.socket:
     host, port = dist_init_address(args.dist_init_addr)
     deadline = time.monotonic() + args.standin_join_seconds
     log(f"rank {args.node_rank}: joining rank 0 at {host}:{port}")
+    if args.standin_fault == "never-joins":
+        # A connect whose SYN is dropped: torch's store client waits, nothing is said.
+        while True:
+            time.sleep(3600)
     while True:
         try:
             conn = socket.create_connection((host, port), timeout=5.0)
