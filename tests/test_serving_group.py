@@ -246,4 +246,5 @@ def test_preflight_fails_nodes_that_would_serve_differently(changes, check):
     found = by_check(
         group.preflight(GROUP, {"a": node_vars(), "b": node_vars(**changes)}, ["a", "b"])
     )
-    assert found[f"preflight.group.g.{check}"]["status"] == "fail", found[f"preflight.group.g.{check}"]
+    item = found[f"preflight.group.g.{check}"]
+    assert item["status"] == "fail", item
