@@ -2,7 +2,9 @@
 """Rolling update under load behind a real router: requests sent, failed, duration.
 
 Three workers run role sglang_server with the STAND-IN server (tests/standin/, a test double
-of SGLang's HTTP contract; no GPU here) as real systemd units in containers; a fourth runs
+of SGLang's HTTP contract and its rank protocol across nodes; no GPU here) as real systemd
+units in containers: w1 on its own, w2 and w3 as one server across two nodes (serving group
+"pair": w2 rank 0, the router's one worker for the pair, w3 rank 1); a fourth runs
 role sglang_router (the real router from PyPI: smg 1.13.0, the role's default package, or
 sglang-router 0.3.2 with sglang_router_package). The router shares this machine's network
 namespace and listens on 127.0.0.1; the workers sit on the scenario's own network at fixed
@@ -13,18 +15,25 @@ While a steady client load goes through the router (loopback only, bounded in co
 time, stopping by itself), the bench runs the real `gpuhost update` (playbooks/update.yml)
 in phases:
   1. a flag, a lock, a model revision, an NCCL env and a driver branch change on all three
-     workers at once (the workers' venvs come from small hashed test locks,
-     tests/standin/locks/, and the stand-in runs from the venv's Python; the revision comes
-     from the hf stand-in, and the stand-in server refuses a --revision that is not in the
-     cache; the driver from the stand-in NVIDIA repository, 570 -> 580): every host starts the
-     download beside the serving revision, then one at a time each builds the new lock's venv
-     beside the serving one, writes nccl.env, waits for its download, is drained from the
-     router, stopped, gets the new driver (the reboot it needs is recorded, not performed, in
-     a container), starts on the new venv, revision and NCCL env, is gated on health and the
-     correctness query, and re-added. Targets: 0 failed requests; never fewer than two
-     workers in the router's pool; each row says flags, model, venv, nccl, driver; every
-     server runs the new venv, revision and NCCL env on driver 580; the old venv and the old
-     revision are kept.
+     workers at once, in two units: w1, then the pair together (the workers' venvs come from
+     small hashed test locks, tests/standin/locks/, and the stand-in runs from the venv's
+     Python; the revision comes from the hf stand-in, and the stand-in server refuses a
+     --revision that is not in the cache; the driver from the stand-in NVIDIA repository, 570
+     -> 580): every host starts the download beside the serving revision, then one at a time
+     each builds the new lock's venv beside the serving one, writes nccl.env, waits for its
+     download, is drained from the router, stopped, gets the new driver (the reboot it needs
+     is recorded, not performed, in a container), starts on the new venv, revision and NCCL
+     env, is gated on health and the correctness query, and re-added (the pair: rank 0
+     drained, both stopped, both started, rank 0 gated on health and the query, rank 1 on
+     having joined). Targets: 0 failed requests; never fewer than one of the router's two
+     workers in its pool; each row says flags, model, venv, nccl, driver; every server runs
+     the new venv, revision and NCCL env on driver 580; the old venv and the old revision are
+     kept.
+  1b. the pair alone (--limit w2,w3) with a config in which rank 1 never joins rank 0 (the
+     stand-in's never-joins fault: as when a port rule drops the dist-init port): the pair's
+     gate fails naming w3 as rank 1, both nodes roll back to the config they ran and serve
+     again. Targets: exit 1; both rows rolled_back; both back on their unit, active; 0 failed
+     requests (w1 serves meanwhile).
   2. a bad config (the stand-in's never-healthy fault, set through the server env):
      the first worker fails its gate, sglang_server rolls it back, the rollout stops.
      Targets: 0 failed requests; the other two workers keep their MainPID and unit file.
@@ -86,13 +95,20 @@ REQUIRES = [
 ]
 SCENARIO = "rolling_update"
 # What molecule create starts (unless --inventory names a converged scenario).
-CONTAINERS = "the rolling_update scenario: a router and three workers"
+CONTAINERS = "the rolling_update scenario: a router, a worker and a two-node serving group"
 ROUTER = ("127.0.0.1", 38100)
 ROUTER_ADMIN_KEY = "gpuhost-test-routerkey-3c1f9a"  # molecule/rolling_update host_vars
 # The workers' API key, which the router also asks of its clients (molecule/rolling_update
 # group_vars/gpu_hosts.yml and the router's host_vars).
 WORKER_KEY = "gpuhost-test-workerkey-7d2e41"
 WORKERS = [f"gpuhost-{SCENARIO}-w{i}" for i in (1, 2, 3)]
+# The serving group "pair" (molecule/rolling_update/group_vars/pair.yml): rank 0, rank 1.
+PAIR = WORKERS[1:]
+# The router's workers: w1 and the pair's rank 0.
+ROUTED = WORKERS[:2]
+# The NCCL change of phase 1 (an extra var, templated on each host): the pair keeps the
+# interface its nodes share (molecule/rolling_update group_vars: _scenario_nccl_group).
+NCCL_OVERRIDES = "{{ _scenario_nccl_group | combine({'NCCL_DEBUG': 'LEVEL'}) }}"
 SERVICE = "sglang-server"
 PROMPT, EXPECT = "What is 17 + 25?", "42"
 # The slow-start phase: seconds the stand-in loads, and the expected start the update states
@@ -419,7 +435,7 @@ def measure(
     lock_b = {
         "python_env_lock_file": str(LOCK_B),
         "sglang_server_revision": revision,
-        "nccl_env_overrides": {"NCCL_DEBUG": nccl_debug},
+        "nccl_env_overrides": NCCL_OVERRIDES.replace("LEVEL", nccl_debug),
         **driver,
     }
     venvs_before = {name: venv_state(name) for name in WORKERS}
@@ -456,6 +472,8 @@ def measure(
         },
         "report": report.get("run_dir"),
     }
+
+    results["group"] = never_joins(inventory, runs, new_load, flags, lock_b)
 
     before = {name: unit_state(name) for name in WORKERS}
     bad = {
@@ -512,10 +530,10 @@ def measure(
             and results["good"]["drivers_after"] == dict.fromkeys(WORKERS, DRIVER_RELEASE)
             and results["good"]["driver_activation"] == dict.fromkeys(WORKERS, "reboot needed")
         ),
-        "good: never fewer than two workers healthy in the router's pool": results["good"][
-            "fewest_in_pool"
-        ]
-        >= 2
+        "good: never fewer than one of the two workers healthy in the router's pool": results[
+            "good"
+        ]["fewest_in_pool"]
+        >= len(ROUTED) - 1
         and results["good"]["pool_samples"] >= 10,
         "good: every server runs the new revision and NCCL env (server env and nccl.env)": all(
             results["good"]["parts_after"][name]["revision"] == revision
@@ -549,8 +567,19 @@ def measure(
             "untouched"
         ],
         "bad lock: 0 requests failed": results["bad_lock"]["failed"] == 0,
-        "router: all three healthy at the end": len(results["router_workers_after"]) == 3
+        "router: its two workers (w1, the pair's rank 0) healthy at the end": len(
+            results["router_workers_after"]
+        )
+        == len(ROUTED)
         and all(w["healthy"] for w in results["router_workers_after"]),
+        "group: the pair's update failed (exit 1), both nodes rolled back": results["group"]["rc"]
+        == 1
+        and results["group"]["rollout"] == dict.fromkeys(PAIR, "rolled_back"),
+        "group: the failure names w3 as rank 1 that failed its gate": results["group"]["named"],
+        "group: both nodes back on their unit, active, rank 1 joined again": results["group"][
+            "restored"
+        ],
+        "group: 0 requests failed": results["group"]["failed"] == 0,
     }
     if with_rollback:
         rollback = results["rollback"]
@@ -596,6 +625,40 @@ def measure(
             }
         )
     return results
+
+
+def never_joins(inventory: Path, runs: Path, new_load, flags: dict, same: dict) -> dict:
+    """Phase 1b: the pair alone, with a config in which rank 1 never joins rank 0 (the
+    stand-in's never-joins fault: it loads, then never reaches rank 0's dist-init port)."""
+    before = {name: unit_state(name) for name in PAIR}
+    bad = {
+        **same,
+        "sglang_server_flags": flags,
+        "sglang_server_extra_env": {"SGLANG_STANDIN_FAULT": "never-joins"},
+    }
+    load = new_load()
+    rc, seconds, report = under_load(
+        load,
+        lambda: gpuhost(
+            "update", inventory, runs, "--limit", ",".join(PAIR), "-e", json.dumps(bad)
+        ),
+    )
+    after = {name: unit_state(name) for name in PAIR}
+    messages = " ".join(
+        str(((report.get("rollout") or {}).get(name) or {}).get("message") or "") for name in PAIR
+    )
+    return {
+        **measured(rc, seconds, load, report),
+        "named": f"{PAIR[1]} (rank 1 of serving group pair) failed its gate" in messages,
+        "restored": all(
+            after[name]["unit_sha256"] == before[name]["unit_sha256"]
+            and after[name]["ActiveState"] == "active"
+            for name in PAIR
+        )
+        and any(w["url"].endswith(":38102") and w["healthy"] for w in router_workers()),
+        "message": messages[:600],
+        "report": report.get("run_dir"),
+    }
 
 
 def bad_lock_ok(phase: dict) -> bool:
@@ -687,7 +750,8 @@ def print_results(results: dict) -> None:
         f"{ref['req_per_s']} req/s"
     )
     phases = (
-        ("good", "flag, lock, model revision, NCCL env and driver change on 3 workers"),
+        ("good", "flag, lock, model revision, NCCL env and driver change on w1 and the pair"),
+        ("group", "the pair with a rank that never joins (--limit w2,w3)"),
         ("bad", "bad config"),
         ("bad_lock", "bad lock (its venv fails verification)"),
         ("rollback", "gpuhost rollback --limit w1"),

@@ -2,7 +2,9 @@
 out of the router (its drained mark on the host, the worker removed from the real
 router's /workers, smg's) goes back on the next `gpuhost update` with no config change, and
 the mark is removed. The interruption is made by hand, as a killed run leaves it: the mark
-written as root, the worker deleted through the router's admin API.
+written as root, the worker deleted through the router's admin API. The worker is the serving
+group's rank 0 (w2, the router's one worker for the pair w2+w3): the update takes the whole
+group (--limit w2,w3), neither node restarts, and rank 0 goes back.
 
 First in file order (pytest sorts the files): right after converge and idempotence the
 workers run exactly the inventory's config, so the update has nothing to change; the later
@@ -28,8 +30,8 @@ bench = importlib.util.module_from_spec(_spec)
 sys.modules["rolling_bench"] = bench
 _spec.loader.exec_module(bench)
 
-WORKER = bench.WORKERS[2]
-URL = "http://172.30.38.13:38103"  # molecule/rolling_update/host_vars/gpuhost-rolling_update-w3.yml
+WORKER = bench.PAIR[0]
+URL = "http://172.30.38.12:38102"  # molecule/rolling_update/host_vars/gpuhost-rolling_update-w2.yml
 MARK = "/var/lib/gpuhost/rolling_update/drained"
 
 pytestmark = pytest.mark.skipif(
@@ -57,7 +59,7 @@ def _mark_exists() -> bool:
 
 
 def test_an_unchanged_update_puts_back_a_worker_left_drained(tmp_path):
-    pid = bench.unit_state(WORKER)["MainPID"]
+    pids = {name: bench.unit_state(name)["MainPID"] for name in bench.PAIR}
     # What a run killed between the gate and the re-add leaves: the mark, the worker gone.
     bench.sh("docker", "exec", WORKER, "sh", "-ec",
              f"install -d -o root -g root -m 0700 {MARK.rsplit('/', 1)[0]}; "
@@ -72,15 +74,19 @@ def test_an_unchanged_update_puts_back_a_worker_left_drained(tmp_path):
     assert not _ids(), bench.router_workers()
     assert _mark_exists()
 
-    rc, _, report = bench.gpuhost("update", _inventory(), tmp_path / "runs", "--limit", WORKER)
+    rc, _, report = bench.gpuhost(
+        "update", _inventory(), tmp_path / "runs", "--limit", ",".join(bench.PAIR)
+    )
     text = json.dumps(report)
     assert rc == 0, text
-    assert report["rollout"][WORKER]["state"] == "unchanged", text
+    assert {name: report["rollout"][name]["state"] for name in bench.PAIR} == dict.fromkeys(
+        bench.PAIR, "unchanged"
+    ), text
     healthy = [w for w in bench.router_workers() if w["url"].rstrip("/") == URL]
     assert healthy and all(w["healthy"] for w in healthy), bench.router_workers()
     assert not _mark_exists()
-    # Put back, not restarted: the config did not change.
-    assert bench.unit_state(WORKER)["MainPID"] == pid
+    # Put back, not restarted: the config did not change, on either node of the group.
+    assert {name: bench.unit_state(name)["MainPID"] for name in bench.PAIR} == pids
 
 
 def _inventory() -> Path:

@@ -1,9 +1,11 @@
 """Verify of the rolling_update scenario: the bench's flow (bench/rolling_update.py) as a test.
 
 Under a bounded client load through the real router, smg (loopback only): `gpuhost update`
-rolls a flag change across the three stand-in workers (0 failed requests), a bad config is
-rolled back on the first worker and never reaches the other two (MainPID and unit
-unchanged), and `gpuhost rollback` restores the first worker's previous config.
+rolls a flag change across the stand-in workers, w1 and the two-node serving group w2+w3 as
+one unit (0 failed requests); the group with a rank that never joins fails its gate naming
+that rank and rolls back on both nodes; a bad config is rolled back on the first worker and
+never reaches the group (MainPID and unit unchanged), and `gpuhost rollback` restores the
+first worker's previous config.
 """
 
 from __future__ import annotations
