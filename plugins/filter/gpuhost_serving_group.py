@@ -10,13 +10,13 @@ group | gpuhost.gpu.group_findings(hostvars, ansible_play_hosts_all) -> prefligh
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_serving_group as group
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_serving_group as serving
 
 
 def serving_group(host, hostvars) -> dict:
     try:
-        return group.of_host(str(host), hostvars)
-    except group.GroupError as err:
+        return serving.of_host(str(host), hostvars)
+    except serving.GroupError as err:
         raise AnsibleFilterError(str(err)) from None
 
 
@@ -24,9 +24,24 @@ def group_findings(group, hostvars, run_hosts) -> list:
     """Preflight's findings for this host's serving group ([] for a host alone)."""
     if not group:
         return []
-    return group.preflight(group, hostvars, list(run_hosts or []))
+    return serving.preflight(group, hostvars, list(run_hosts or []))
+
+
+def group_reach_targets(group, host, hostvars) -> list:
+    """What module group_reach connects to from this node ([] for a host alone)."""
+    return serving.reach_targets(group, str(host), hostvars) if group else []
+
+
+def group_reach_findings(results, group, host) -> list:
+    """The finding of this node's group_reach results ([] for a host alone)."""
+    return serving.reach_findings(group, str(host), list(results or [])) if group else []
 
 
 class FilterModule:
     def filters(self):
-        return {"serving_group": serving_group, "group_findings": group_findings}
+        return {
+            "serving_group": serving_group,
+            "group_findings": group_findings,
+            "group_reach_targets": group_reach_targets,
+            "group_reach_findings": group_reach_findings,
+        }

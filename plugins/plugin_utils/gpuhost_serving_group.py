@@ -65,6 +65,8 @@ __all__ = [
     "of_host",
     "preflight",
     "ranks",
+    "reach_findings",
+    "reach_targets",
 ]
 
 # A group's name: it goes into findings, messages and the run record.
@@ -297,3 +299,48 @@ def preflight(group: dict, hostvars, run_hosts) -> list[dict]:
     ]
     present = [h for h in group["members"] if h not in missing]
     return found + consistency(name, {h: node_facts(hostvars[h]) for h in present})
+
+
+def reach_targets(group: dict, host: str, hostvars) -> list[dict]:
+    """What this node of the group must reach, for module group_reach: a rank >= 1 rank 0's
+    dist-init port (torch.distributed's rendezvous), rank 0 every other node's server port
+    on its group address (the address NCCL's interface carries)."""
+    if group["rank"] >= 1:
+        return [
+            {
+                "host": group["rank0"],
+                "address": group["address"],
+                "port": group["port"],
+                "what": "rank 0's dist-init port",
+            }
+        ]
+    return [
+        {
+            "host": peer,
+            "address": group["addresses"][peer],
+            "port": int(hostvars[peer].get("sglang_server_port")),
+            "what": f"rank {group['members'].index(peer)}'s server port",
+        }
+        for peer in group["members"][1:]
+    ]
+
+
+def reach_findings(group: dict, host: str, results: list[dict]) -> list[dict]:
+    """One finding for this node: every target reached (a connection or a refusal) or not."""
+    closed = [r for r in results if not r.get("open")]
+    seen = "; ".join(
+        f"{r['host']} at {r['address']}:{r['port']} ({r['what']}): {r['detail']}"
+        for r in (closed or results)
+    )
+    check = f"{group['name']}.reach"
+    if closed:
+        return [
+            _finding(
+                check,
+                "fail",
+                f"group {group['name']}: {host} cannot reach {seen}",
+                "open the path between the nodes (a firewall or security group between them "
+                "drops it), or correct sglang_server_group_address",
+            )
+        ]
+    return [_finding(check, "pass", f"group {group['name']}: {host} reaches {seen}")]
