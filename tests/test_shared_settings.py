@@ -28,7 +28,16 @@ ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_di
 READ_PARTS = ("tasks", "handlers", "vars", "defaults", "templates")
 # Python that reads another host's settings through hostvars (the router play reads each
 # worker's port); each name listed must appear in its file and be shared.
-HOSTVARS_READERS = {"plugins/filter/gpuhost_router.py": {"sglang_server_port"}}
+HOSTVARS_READERS = {
+    "plugins/filter/gpuhost_router.py": {"sglang_server_port"},
+    # Every node of a serving group reads the others' group settings (hostvars).
+    "plugins/plugin_utils/gpuhost_serving_group.py": {
+        "sglang_server_group",
+        "sglang_server_node_rank",
+        "sglang_server_group_address",
+        "sglang_server_dist_init_port",
+    },
+}
 
 
 def _load(path: Path) -> dict:
