@@ -110,7 +110,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_group as group_rules  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import (
+    gpuhost_profile_group as group_rules,
+)  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 

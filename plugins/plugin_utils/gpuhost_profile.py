@@ -31,7 +31,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_car as nccl_car
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rules as nccl_rules
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_group as group_rules
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import (
+    gpuhost_profile_group as group_rules,
+)
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,

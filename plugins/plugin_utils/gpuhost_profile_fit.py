@@ -193,7 +193,13 @@ def fit(profile, gpus, weights=None, nodes=1):
     numbers = {"gpus_needed": need_count, "tp_size": tp, "pp_size": pp, "nodes": nodes}
     sized = profile.get("nodes")
     if sized is not None and sized != nodes:
-        reasons.append(f"sized for {sized} host(s) (nodes: {sized}), {_hosts(nodes)}")
+        # Its TP and memory are split over another number of hosts: nothing else to judge.
+        return {
+            "ok": False,
+            "reasons": [f"sized for {sized} host(s) (nodes: {sized}), {_hosts(nodes)}"],
+            "numbers": numbers,
+            "lines": [],
+        }
     if gpus is None:
         return {
             "ok": False,
