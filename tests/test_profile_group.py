@@ -44,7 +44,7 @@ def group(rank=1, addresses=("10.0.0.2", "10.0.0.3"), port=20000):
             "sglang_server_group_address": a,
             "sglang_server_dist_init_port": port,
         }
-        for n, a in zip(names, addresses)
+        for n, a in zip(names, addresses, strict=True)
     }
     return serving.of_host(names[rank], hostvars)
 
@@ -310,3 +310,12 @@ def test_the_action_takes_the_group(tmp_path):
     assert out["alone"]["failed"] and "a profile sized for 2 host(s)" in out["alone"]["msg"]
     assert "Nothing was changed" in out["alone"]["msg"]
     assert out["outside"]["failed"] and "add 10.0.0.2/32" in out["outside"]["msg"]
+
+
+def test_role_sglang_server_passes_the_group_and_the_networks():
+    tasks = yaml.safe_load((ROOT / "roles/sglang_server/tasks/validate.yml").read_text())
+    (action,) = [
+        t["gpuhost.gpu.sglang_profile"] for t in tasks if "gpuhost.gpu.sglang_profile" in t
+    ]
+    assert action["group"] == "{{ sglang_server_serving_group }}"
+    assert action["firewall_cidrs"] == "{{ sglang_server_firewall_cidrs }}"

@@ -110,9 +110,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils import (
-    gpuhost_profile_group as group_rules,
-)  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_group as grouping  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
@@ -139,7 +137,7 @@ class ActionModule(ActionBase):
         )
         auto_message = ""
         group = args.get("group") or {}
-        nodes = group_rules.size(group)
+        nodes = grouping.size(group)
         if profile_name == "auto":
             library = [(name, _load(profiles_dir, name)) for name in known]
             gpu = args.get("gpu") or {}
@@ -170,9 +168,9 @@ class ActionModule(ActionBase):
             problems = fit.doc_problems(profile_name, doc)
             if problems:
                 raise AnsibleActionFail("\n".join(problems))
-            if group_rules.profile_nodes(doc) != nodes:
+            if grouping.profile_nodes(doc) != nodes:
                 library = [(name, _load(profiles_dir, name)) for name in known]
-                sized = group_rules.nodes_problem(profile_name, doc, group, library)
+                sized = grouping.nodes_problem(profile_name, doc, group, library)
                 raise AnsibleActionFail(sized + ". Nothing was changed.")
 
         version = str(args.get("sglang_version") or "")

@@ -39,12 +39,12 @@ from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_adopt_items im
     package_items,
     same,
 )
-from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_group import GROUP_FLAGS
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags import (
     RESERVED,
     check_flags,
     resolve_flag,
 )
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_group import GROUP_FLAGS
 
 # Flags gpuhost renders from one inventory setting each (RESERVED says which, in words).
 INVENTORY_FLAGS = {

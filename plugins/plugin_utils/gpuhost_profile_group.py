@@ -80,7 +80,8 @@ def profile_nodes(doc):
 def _where(group):
     if not group:
         return 'this host serves alone (sglang_server_group is "")'
-    return f"sglang_server_group {group['name']!r} has {size(group)} hosts ({', '.join(group['members'])})"
+    members = ", ".join(group["members"])
+    return f"sglang_server_group {group['name']!r} has {size(group)} hosts ({members})"
 
 
 def nodes_problem(name, doc, group, library=()):
