@@ -85,11 +85,8 @@ def test_a_group_flag_from_the_flags_is_refused_naming_the_group(flag, value):
         ), result["errors"]
     # And before any change, by the role's constraints (validate's reserved_flags).
     rule = yaml.safe_load((ROOT / "roles/sglang_server/meta/constraints.yml").read_text())
-    if flag != "--nccl-init-addr":  # an alias: the profile check resolves it (above)
-        with pytest.raises(
-            validate.Invalid, match=f"no {flag} .it is set through sglang_server_group"
-        ):
-            validate._check_constraint({flag: value}, rule["variables"]["sglang_server_flags"])
+    with pytest.raises(validate.Invalid, match=f"no {flag} .it is set through sglang_server_group"):
+        validate._check_constraint({flag: value}, rule["variables"]["sglang_server_flags"])
 
 
 def test_the_groups_flags_reach_the_rules_and_the_argv():

@@ -38,6 +38,10 @@ RESERVED = {
         "sglang_server_group (rank 0's sglang_server_group_address and "
         "sglang_server_dist_init_port)"
     ),
+    "--nccl-init-addr": (
+        "sglang_server_group (rank 0's sglang_server_group_address and "
+        "sglang_server_dist_init_port)"
+    ),
     "--disable-custom-all-reduce": (
         "the nccl role's decision (gpuhost_nccl.disable_custom_all_reduce); override it "
         "with nccl_env_overrides.disable_custom_all_reduce"
