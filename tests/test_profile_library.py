@@ -31,6 +31,30 @@ CATALOGUES = {
 LOOPBACK = {"host": "127.0.0.1", "port": 30000, "api_key_set": False, "api_key_valid": True}
 
 
+def group_of(nodes):
+    """What a profile sized for `nodes` hosts runs with: {} and loopback NCCL alone; else rank 1
+    of a group of that many hosts on 10.0.0.0/24 (gpuhost_serving_group.of_host's shape), its
+    peers in the port rule's networks and NCCL on the interface the hosts share."""
+    if nodes == 1:
+        return {}, LOOPBACK, {}
+    members = [f"gpu-{i}" for i in range(nodes)]
+    addr = "10.0.0.10:20000"
+    group = {
+        "name": "g",
+        "rank": 1,
+        "nnodes": nodes,
+        "members": members,
+        "rank0": members[0],
+        "address": "10.0.0.10",
+        "port": 20000,
+        "dist_init_addr": addr,
+        "addresses": {m: f"10.0.0.{10 + i}" for i, m in enumerate(members)},
+        "flags": {"--nnodes": nodes, "--node-rank": 1, "--dist-init-addr": addr},
+    }
+    listen = {**LOOPBACK, "firewall_cidrs": ["10.0.0.0/24"]}
+    return group, listen, {"NCCL_SOCKET_IFNAME": "=eth0"}
+
+
 def h200x8():
     gpu = copy.deepcopy(host_gpu("h200x1-real"))
     gpu["gpus"] = [dict(gpu["gpus"][0], index=i) for i in range(8)]
@@ -42,6 +66,7 @@ TARGET = {
     "glm5-nvfp4-8x-rtx-pro-6000": "rtx-pro-6000x8-proxmox-p2p-ns",
     "glm5-nvfp4-mtp-8x-rtx-pro-6000-fast": "rtx-pro-6000x8-proxmox-p2p-ns",
     "deepseek-v3-fp8-8x-h200": h200x8,
+    "deepseek-v3-fp8-2x8x-h100": "h100x8-sxm-nvswitch",
     "glm46-fp8-8x-h100": "h100x8-sxm-nvswitch",
     "qwen3-30b-a3b-2x-80gb": "h200x2-real-preflight",
     "qwen3-30b-a3b-4x-48gb": "l40sx4-pcie-two-numa",
@@ -72,14 +97,18 @@ def test_profile_validates_and_renders_on_its_host(name, version):
     eff = profile.resolve(doc, {})
     if name in UNPINNED:
         eff["revision"] = LOCK_PIN
-    result = profile.validate(eff, CATALOGUES[version], gpu=gpu, listen=LOOPBACK)
+    nodes = doc.get("nodes", 1)
+    group, listen, overrides = group_of(nodes)
+    result = profile.validate(
+        eff, CATALOGUES[version], gpu=gpu, listen=listen, nccl_overrides=overrides, group=group
+    )
     assert result["errors"] == [], result["errors"]
     # No inert, deprecated or risky flag: a profile shipped here is clean on both lanes. The
     # one allowed warning: a single-GPU profile on a host with more GPUs leaves some idle.
     warnings = [w for w in result["warnings"] if "the rest idle" not in w]
     assert warnings == []
-    assert fit.fit(eff, fit.measured(gpu))["ok"]
-    args = profile.render_args(eff, result["flags"], LOOPBACK)
+    assert fit.fit(eff, fit.measured(gpu), nodes=nodes)["ok"]
+    args = profile.render_args(eff, result["flags"], listen)
     argv = shlex.split(
         profile.exec_start(["/venv/bin/python", "-m", "sglang.launch_server", *args])
     )
@@ -89,6 +118,10 @@ def test_profile_validates_and_renders_on_its_host(name, version):
         assert flag in argv, flag
         if value is not True:
             assert argv[argv.index(flag) + 1] == str(value), flag
+    # A profile for several hosts: the group's flags, from the group alone.
+    for flag, value in (group.get("flags") or {}).items():
+        assert flag not in doc["flags"], flag
+        assert argv[argv.index(flag) + 1] == str(value), flag
     if profile.DSA_MODEL_PATTERN.search(doc["model"]):
         assert doc["flags"].get("--kv-cache-dtype") == "bf16", "DSA on SM120 needs bf16 KV"
 

@@ -57,6 +57,8 @@ def catalogue(version="0.5.10.post1", dsa_names=False):
             _flag("--tp-size", "--tensor-parallel-size", type="int"),
             _flag("--pp-size", "--pipeline-parallel-size", type="int"),
             _flag("--nnodes", type="int"),
+            _flag("--node-rank", type="int"),
+            _flag("--dist-init-addr", "--nccl-init-addr"),
             _flag("--revision"),
             _flag("--api-key"),
             _flag("--admin-api-key"),
@@ -117,6 +119,7 @@ def check(
     listen=None,
     cat=None,
     nccl_overrides=None,
+    group=None,
     **over,
 ):
     overrides = {"flags": {**{f: None for f in remove}, **(flags or {})}, **over}
@@ -129,7 +132,24 @@ def check(
         policy=policy,
         listen=listen or LOOPBACK,
         nccl_overrides=nccl_overrides,
+        group=group,
     )
+
+
+# sglang_server_serving_group of rank 1 in a group of two (gpuhost_serving_group.of_host).
+TWO_NODES = {
+    "name": "ds",
+    "rank": 1,
+    "nnodes": 2,
+    "members": ["gpu-a", "gpu-b"],
+    "rank0": "gpu-a",
+    "address": "10.0.0.2",
+    "port": 20000,
+    "dist_init_addr": "10.0.0.2:20000",
+    "addresses": {"gpu-a": "10.0.0.2", "gpu-b": "10.0.0.3"},
+    "flags": {"--nnodes": 2, "--node-rank": 1, "--dist-init-addr": "10.0.0.2:20000"},
+}
+IN_CIDRS = {**LOOPBACK, "firewall_cidrs": ["10.0.0.0/24"]}
 
 
 def only(result, kind):
@@ -360,14 +380,20 @@ def test_tp_smaller_than_the_gpu_count_warns_and_multinode_splits():
     _, idle = check(tp_size=4)
     assert "uses 4 of this host's 8 GPUs" in only(idle, "warnings")
     _, two_nodes = check(
-        tp_size=16, flags={"--nnodes": 2}, nccl_overrides={"NCCL_SOCKET_IFNAME": "=eth0"}
+        tp_size=16,
+        group=TWO_NODES,
+        listen=IN_CIDRS,
+        nccl_overrides={"NCCL_SOCKET_IFNAME": "=eth0"},
     )
     assert two_nodes["errors"] == []
+    # Without the group, TP 16 is 16 GPUs on this host of 8.
+    _, alone = check(tp_size=16, nccl_overrides={"NCCL_SOCKET_IFNAME": "=eth0"})
+    assert "needs 16 per node (TP 16 x PP 1 / 1 node(s))" in only(alone, "errors")
 
 
 def test_a_server_across_nodes_needs_the_nccl_interface_named():
     # Role nccl keeps NCCL's sockets on loopback: the nodes could not reach each other.
-    _, loop = check(tp_size=16, flags={"--nnodes": 2})
+    _, loop = check(tp_size=16, group=TWO_NODES, listen=IN_CIDRS)
     (error,) = loop["errors"]
     assert error.startswith("nccl_env_overrides.NCCL_SOCKET_IFNAME: got 'lo'")
     assert "--nnodes 2" in error and "allowed: the interface the nodes reach" in error
@@ -375,10 +401,12 @@ def test_a_server_across_nodes_needs_the_nccl_interface_named():
     assert finding["status"] == "fail"
     # Naming lo by hand is the same mistake; removing the variable lets NCCL pick one.
     _, named_lo = check(
-        tp_size=16, flags={"--nnodes": 2}, nccl_overrides={"NCCL_SOCKET_IFNAME": "lo"}
+        tp_size=16, group=TWO_NODES, listen=IN_CIDRS, nccl_overrides={"NCCL_SOCKET_IFNAME": "lo"}
     )
     assert len(named_lo["errors"]) == 1
-    _, unset = check(tp_size=16, flags={"--nnodes": 2}, nccl_overrides={"NCCL_SOCKET_IFNAME": None})
+    _, unset = check(
+        tp_size=16, group=TWO_NODES, listen=IN_CIDRS, nccl_overrides={"NCCL_SOCKET_IFNAME": None}
+    )
     assert unset["errors"] == []
     # One node: loopback is right, nothing to say.
     _, one = check()

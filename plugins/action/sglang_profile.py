@@ -57,6 +57,14 @@ options:
   nccl_overrides:
     description: The inventory's nccl_env_overrides (which interface NCCL's sockets use).
     type: dict
+  group:
+    description: sglang_server_serving_group, {} for a host alone. A group's --nnodes,
+      --node-rank and --dist-init-addr join the flags; a profile must be sized for the group
+      (its nodes); auto picks only among those (gpuhost_profile_group.py).
+    type: dict
+  firewall_cidrs:
+    description: sglang_server_firewall_cidrs; every other node of the group must be inside.
+    type: list
   host:
     type: str
   port:
@@ -102,6 +110,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_models_lock as models_lock  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as logic  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_fit as fit  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile_group as grouping  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_validate as validation  # noqa: E402 - after the doc blocks
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain  # noqa: E402 - after the doc blocks
 
@@ -127,10 +136,12 @@ class ActionModule(ActionBase):
             else []
         )
         auto_message = ""
+        group = args.get("group") or {}
+        nodes = grouping.size(group)
         if profile_name == "auto":
             library = [(name, _load(profiles_dir, name)) for name in known]
             gpu = args.get("gpu") or {}
-            chosen = fit.select(library, gpu)
+            chosen = fit.select(library, gpu, nodes=nodes)
             if not chosen["selected"] and not gpu.get("present", True):
                 # No NVIDIA GPU at all: sglang_server installs nothing here (its preflight says
                 # so), so there is nothing to pick and nothing to validate.
@@ -157,6 +168,10 @@ class ActionModule(ActionBase):
             problems = fit.doc_problems(profile_name, doc)
             if problems:
                 raise AnsibleActionFail("\n".join(problems))
+            if grouping.profile_nodes(doc) != nodes:
+                library = [(name, _load(profiles_dir, name)) for name in known]
+                sized = grouping.nodes_problem(profile_name, doc, group, library)
+                raise AnsibleActionFail(sized + ". Nothing was changed.")
 
         version = str(args.get("sglang_version") or "")
         catalogue_dir = args.get("catalogue_dir") or os.path.join(_REPO, "data", "sglang")
@@ -184,6 +199,7 @@ class ActionModule(ActionBase):
                 "port": args.get("port", SERVER_PORT),
                 "api_key_set": bool(args.get("api_key_set")),
                 "api_key_valid": bool(args.get("api_key_valid", True)),
+                "firewall_cidrs": list(args.get("firewall_cidrs") or []),
             }
             timeout, timeout_source = logic.start_timeout(
                 effective["start_seconds"], args.get("start_timeout") or 0
@@ -198,6 +214,7 @@ class ActionModule(ActionBase):
                 },
                 listen=listen,
                 nccl_overrides=args.get("nccl_overrides") or {},
+                group=group,
             )
         except logic.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_server_profile {profile_name!r}: {exc}") from exc
@@ -210,7 +227,7 @@ class ActionModule(ActionBase):
             doc.get("env") or {}, lambda _value: False, where=f"profile {profile_name} env"
         )
         checked["notes"] += pinned["notes"]
-        self._fit(effective, args, pinned, checked)
+        self._fit(effective, args, pinned, checked, nodes)
 
         findings = [
             f
@@ -338,7 +355,7 @@ class ActionModule(ActionBase):
         )
         return out
 
-    def _fit(self, effective, args, pinned, checked):
+    def _fit(self, effective, args, pinned, checked, nodes=1):
         """Weights plus KV-cache room against the GPUs: an error naming the numbers."""
         gpus = fit.measured(args.get("gpu") or {})
         if gpus is None:
@@ -352,7 +369,7 @@ class ActionModule(ActionBase):
                 "bytes": pinned["weights_bytes"],
                 "source": f"the hub's file list at {pinned['revision'][:12]}",
             }
-        result = fit.fit(effective, gpus, weights)
+        result = fit.fit(effective, gpus, weights, nodes=nodes)
         checked["model_fit"] = result["numbers"]
         if result["ok"]:
             checked["notes"] += [f"model fit: {line}" for line in result["lines"]]
@@ -361,7 +378,8 @@ class ActionModule(ActionBase):
             )
             return
         for reason in result["reasons"]:
-            checked["errors"].append(f"model fit: {effective['model']} on this host: {reason}")
+            where = "this host" if nodes == 1 else f"this group's {nodes} hosts"
+            checked["errors"].append(f"model fit: {effective['model']} on {where}: {reason}")
         checked["findings"].append(
             _finding(
                 "model_fit",

@@ -44,6 +44,7 @@ from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags 
     check_flags,
     resolve_flag,
 )
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_group import GROUP_FLAGS
 
 # Flags gpuhost renders from one inventory setting each (RESERVED says which, in words).
 INVENTORY_FLAGS = {
@@ -118,6 +119,12 @@ class _Flags:
             )
         elif name == "--disable-custom-all-reduce":
             self._custom_all_reduce(flag, value)
+        elif name in GROUP_FLAGS:
+            # A server across nodes: its group settings render these on every node.
+            self.items.append(
+                item("flag", flag, value, "changed", f"set through {RESERVED[name]}{spelled}",
+                     "sglang_server_group")
+            )  # fmt: skip
         elif name in ("--host", "--api-key", "--admin-api-key"):
             return name  # the listen rule needs all three: listen() below
         else:

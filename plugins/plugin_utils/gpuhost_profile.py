@@ -31,6 +31,9 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_listen import 
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_catalogue
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_car as nccl_car
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rules as nccl_rules
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import (
+    gpuhost_profile_group as group_rules,
+)
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_profile_flags import (
     SOURCE,
     check_flags,
@@ -153,6 +156,9 @@ def resolve(profile_doc, overrides):
         # Seconds from start to healthy on a warm cache (the gate's timeout: start_timeout).
         "start_seconds": over.get("start_seconds") or doc.get("start_seconds") or 0,
         "description": doc.get("description", ""),
+        # The hosts the profile is sized for (gpuhost_profile_group.nodes_problem); None with
+        # no profile, where the inventory's own TP is split over whatever group there is.
+        "nodes": group_rules.profile_nodes(doc) if doc else None,
         # What the model-fit check reads (gpuhost_profile_fit.py); a model of the inventory's
         # own keeps the GPU requirements but not the profile's weights and KV sizes.
         "requires": doc.get("requires") or {},
@@ -519,7 +525,14 @@ def _check_model_env(effective, out):
 
 
 def validate(
-    effective, catalogue, gpu=None, nccl=None, policy=None, listen=None, nccl_overrides=None
+    effective,
+    catalogue,
+    gpu=None,
+    nccl=None,
+    policy=None,
+    listen=None,
+    nccl_overrides=None,
+    group=None,
 ):
     """Check an effective profile. Returns a dict:
 
@@ -528,8 +541,11 @@ def validate(
     flags: the final flag mapping (canonical names, the nccl decision applied).
 
     policy: {force_kv_cache_auto: bool}
-    listen: {host, port, api_key_set: bool, api_key_valid: bool}
+    listen: {host, port, api_key_set: bool, api_key_valid: bool, firewall_cidrs: [networks]}
     nccl_overrides: the inventory's nccl_env_overrides (the socket interface across nodes).
+    group: sglang_server_serving_group ({} for a host alone): its --nnodes, --node-rank and
+      --dist-init-addr join the flags, and its other nodes must be inside firewall_cidrs
+      (gpuhost_profile_group.py).
     """
     policy = policy or {}
     listen = listen or {}
@@ -540,6 +556,12 @@ def validate(
     flags, canon, flag_errors, flag_warnings = check_flags(cat, effective["flags"])
     out.errors += flag_errors
     out.warnings += flag_warnings
+    # The serving group's flags: after check_flags, which refuses them from anywhere else.
+    group_flags, group_errors = group_rules.flags_of(group)
+    out.errors += group_errors
+    for flag, value in group_flags.items():
+        flags[flag] = value
+        canon[cat.options.get(flag, flag)] = value
     out.findings.append(
         _finding("flags", "fail", flag_errors[0], "see the run's error list")
         if flag_errors
@@ -566,6 +588,11 @@ def validate(
     _check_parallelism(effective, get, count, no_gpu, nccl_overrides, out)
     _check_custom_all_reduce(effective, get, nccl, flags, cat, out)
     _check_listen(listen, out)
+    if group_flags:
+        across = group_rules.peers(group, listen.get("firewall_cidrs"))
+        out.errors += across["errors"]
+        out.warnings += across["warnings"]
+        out.findings += across["findings"]
     _check_model_env(effective, out)
     return {
         "errors": out.errors,

@@ -13,11 +13,16 @@ A profile says what it needs:
     weights_gib: 457          # its weights, when nothing better is known
     kv_cache_min_gib: 12      # KV-cache room it needs on each GPU of the TP group
     auto_order: 10            # its place in `auto`'s list (absent: never picked by auto)
+    nodes: 2                  # hosts it spans (a serving group; default 1): requires.gpus is
+                              # per node, TP x PP is split over the nodes
 
 The memory model is SGLang's: each GPU's static pool is memory x --mem-fraction-static; the
 weights are sharded over TP x PP GPUs; what is left of the pool on each GPU is the KV cache
 (sglang's model_runner profiles exactly this at start-up). Activations, CUDA graphs and the
-NCCL buffers live in the rest (1 - fraction).
+NCCL buffers live in the rest (1 - fraction). Across the nodes of a serving group the TP x PP
+GPUs are the group's: the weights are sharded over all of them, so they and the KV cache fit
+against the group's total pool; every node is taken to have this host's GPUs (preflight
+checks that the nodes match: gpuhost_serving_group.consistency).
 """
 
 from __future__ import annotations
@@ -141,6 +146,12 @@ def doc_problems(name, doc):
     order = doc.get("auto_order")
     if order is not None and (not isinstance(order, int) or isinstance(order, bool)):
         problems.append(f"profile {name}: auto_order: got {order!r}; allowed: an integer")
+    nodes = doc.get("nodes")
+    if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
+        problems.append(
+            f"profile {name}: nodes: got {nodes!r}; allowed: an integer >= 1 (the hosts of a "
+            "serving group it spans; 1, the default, for a host alone)"
+        )
     return problems
 
 
@@ -151,8 +162,12 @@ def _int(value, default):
         return default
 
 
-def fit(profile, gpus, weights=None):
-    """Can this host serve this profile? Returns a dict:
+def _hosts(nodes):
+    return "this host serves alone" if nodes == 1 else f"the serving group has {nodes} hosts"
+
+
+def fit(profile, gpus, weights=None, nodes=1):
+    """Can this host (with its group) serve this profile? Returns a dict:
 
     ok: bool; reasons: lines saying why not (empty when ok); numbers: what was computed;
     lines: the computation in words (for the finding).
@@ -163,6 +178,8 @@ def fit(profile, gpus, weights=None):
     gpus: measured(gpu fact).
     weights: {"bytes": n, "source": "..."} measured elsewhere (hub, pre-staged path); else
       the profile's weights_gib, else the weights are not checked (and the lines say so).
+    nodes: the hosts the server spans (its serving group's size, 1 alone). A profile whose
+      `nodes` differs does not fit; `requires.gpus` and TP x PP / nodes are per host.
     """
     reasons, lines = [], []
     req = profile.get("requires") or {}
@@ -170,8 +187,19 @@ def fit(profile, gpus, weights=None):
     tp = _int(profile.get("tp_size"), 1) or 1
     pp = _int(flags.get("--pp-size") or flags.get("--pipeline-parallel-size"), 1) or 1
     span = tp * pp
-    need_count = max(_int(req.get("gpus"), 0) or 0, span)
-    numbers = {"gpus_needed": need_count, "tp_size": tp, "pp_size": pp}
+    nodes = max(_int(nodes, 1) or 1, 1)
+    per_node = -(-span // nodes)
+    need_count = max(_int(req.get("gpus"), 0) or 0, per_node)
+    numbers = {"gpus_needed": need_count, "tp_size": tp, "pp_size": pp, "nodes": nodes}
+    sized = profile.get("nodes")
+    if sized is not None and sized != nodes:
+        # Its TP and memory are split over another number of hosts: nothing else to judge.
+        return {
+            "ok": False,
+            "reasons": [f"sized for {sized} host(s) (nodes: {sized}), {_hosts(nodes)}"],
+            "numbers": numbers,
+            "lines": [],
+        }
     if gpus is None:
         return {
             "ok": False,
@@ -181,7 +209,12 @@ def fit(profile, gpus, weights=None):
         }
     count, mem, sms = gpus["count"], gpus["memory_gib"], gpus["sms"]
     numbers.update(count=count, gpu_memory_gib=mem, sms=sms)
-    if count < need_count:
+    if count < need_count and nodes > 1:
+        reasons.append(
+            f"needs {need_count} GPU(s) per host (TP {tp} x PP {pp} over {nodes} hosts), this "
+            f"host has {count}"
+        )
+    elif count < need_count:
         reasons.append(f"needs {need_count} GPU(s) (TP {tp} x PP {pp}), this host has {count}")
     want_mem = _num(req.get("gpu_memory_gib"))
     if want_mem and mem is not None and mem < want_mem:
@@ -221,13 +254,19 @@ def fit(profile, gpus, weights=None):
             pool_per_gpu_gib=round(pool, 1),
             kv_room_per_gpu_gib=round(room, 1),
             kv_cache_min_gib=kv_min,
+            group_pool_gib=round(pool * span, 1),
         )
         frac_text = f"--mem-fraction-static {fraction:g}" + (
             " (assumed: the profile sets none)" if assumed else ""
         )
+        group_text = (
+            f" ({span} GPUs over {nodes} hosts: the group's pool {pool * span:.1f} GiB)"
+            if nodes > 1
+            else ""
+        )
         sum_text = (
             f"weights {weights_gib:.1f} GiB ({source}) / {span} GPU(s) = {per_gpu:.1f} GiB per "
-            f"GPU; pool {mem:g} GiB x {frac_text} = {pool:.1f} GiB per GPU"
+            f"GPU; pool {mem:g} GiB x {frac_text} = {pool:.1f} GiB per GPU{group_text}"
         )
         lines.append(f"{sum_text}; KV-cache room {room:.1f} GiB per GPU (needs {kv_min:g})")
         if per_gpu >= pool:
@@ -258,8 +297,14 @@ def auto_order(profiles):
     return [(name, doc) for _order, name, doc in sorted(ranked, key=lambda r: (r[0], r[1]))]
 
 
-def select(profiles, gpu):
-    """Pick the first profile in auto_order(profiles) that fits the gpuhost_gpu fact.
+def _group(nodes):
+    return f"a serving group of {nodes} hosts, each with " if nodes > 1 else ""
+
+
+def select(profiles, gpu, nodes=1):
+    """Pick the first profile in auto_order(profiles) that fits the gpuhost_gpu fact and the
+    number of hosts the server spans (`nodes`: its serving group's size, 1 alone): a profile
+    sized for other `nodes` is never picked (fit says why).
 
     Returns {"selected": name or None, "considered": [{name, ok, reasons, lines}],
     "gpus": measured(gpu), "message": what happened, in words}.
@@ -267,7 +312,8 @@ def select(profiles, gpu):
     gpus = measured(gpu)
     considered = []
     for name, doc in auto_order(profiles):
-        result = fit(doc, gpus)
+        # A profile that says nothing is sized for one host.
+        result = fit({"nodes": 1, **doc}, gpus, nodes=nodes)
         considered.append({"name": name, **result})
     chosen = next((c["name"] for c in considered if c["ok"]), None)
     unknown = unknown_pci_ids(gpu) if gpus is None else []
@@ -290,7 +336,7 @@ def select(profiles, gpu):
         )
     elif chosen:
         message = (
-            f"sglang_server_profile: auto picked {chosen} for {gpus['count']}x "
+            f"sglang_server_profile: auto picked {chosen} for {_group(nodes)}{gpus['count']}x "
             f"{'/'.join(gpus['names'])} ({_gib(gpus['memory_gib'])} GiB, "
             f"SM{'/SM'.join(map(str, gpus['sms']))}"
             + (", known from the PCI ids: no driver loaded yet)" if gpus["from"] == "pci" else ")")
@@ -298,7 +344,7 @@ def select(profiles, gpu):
     else:
         why = "; ".join(f"{c['name']}: {' and '.join(c['reasons'])}" for c in considered)
         message = (
-            f"sglang_server_profile: auto found no profile for {gpus['count']}x "
+            f"sglang_server_profile: auto found no profile for {_group(nodes)}{gpus['count']}x "
             f"{'/'.join(gpus['names'])} ({_gib(gpus['memory_gib'])} GiB each, "
             f"SM{'/SM'.join(map(str, gpus['sms']))}). {why or 'no profile has auto_order'}. "
             "Allowed: a profile that fits, or '' with sglang_server_model_id and "

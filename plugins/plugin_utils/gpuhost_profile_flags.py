@@ -27,6 +27,21 @@ RESERVED = {
     "--revision": "sglang_server_revision (or the profile's revision)",
     "--api-key": "sglang_server_api_key (from Vault or the environment, never a flag)",
     "--admin-api-key": "the admin key generated on the host (sglang_server_rotate_admin_key)",
+    # One server across several hosts: the serving group (issue 30, docs/multi-node.md)
+    # renders all three for each node, from the inventory (gpuhost_serving_group.of_host).
+    "--nnodes": "sglang_server_group (the number of hosts in the group)",
+    "--node-rank": (
+        "sglang_server_group (the host's place in the group's inventory order; "
+        "sglang_server_node_rank pins it)"
+    ),
+    "--dist-init-addr": (
+        "sglang_server_group (rank 0's sglang_server_group_address and "
+        "sglang_server_dist_init_port)"
+    ),
+    "--nccl-init-addr": (
+        "sglang_server_group (rank 0's sglang_server_group_address and "
+        "sglang_server_dist_init_port)"
+    ),
     "--disable-custom-all-reduce": (
         "the nccl role's decision (gpuhost_nccl.disable_custom_all_reduce); override it "
         "with nccl_env_overrides.disable_custom_all_reduce"
