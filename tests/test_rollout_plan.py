@@ -125,7 +125,7 @@ def test_the_plan_comes_before_any_change_and_the_rolling_play_uses_the_filter(n
     assert names.index(PLAN_PLAY) < names.index(FIRST_CHANGE[name])
     assert names.index(PLAN_PLAY) > 0, "serial needs hostvars: an earlier play"
     rolling = next(p for p in _plays(name) if p.get("name") == ROLLING_PLAYS[name])
-    assert "gpuhost.gpu.rollout_serial(hostvars" in rolling["serial"]
+    assert "gpuhost.gpu.rollout_serial(hostvars | default(none)" in rolling["serial"]
 
 
 INVENTORY = """\
@@ -196,3 +196,26 @@ def test_a_limit_that_splits_a_group_stops_the_run_before_any_change(tmp_path):
     assert "serving group g: this run takes ga but not gb" in out, out
     assert "--limit ga,gb" in out
     assert "CHANGE RAN" not in out and "BATCH" not in out, out
+
+
+def test_without_hostvars_the_serial_is_an_error_unless_nothing_runs(tmp_path):
+    """A rolling play first in its playbook has no hostvars: an error, never plain batches;
+    --syntax-check (ansible-lint runs it) templates serial with none and passes."""
+    with pytest.raises(AnsibleFilterError, match="hostvars is not defined yet"):
+        rollout.rollout_serial(["ga", "gb"], None, 1)
+    for name in sorted(ROLLING_PLAYS):
+        proc = run_playbook(["--syntax-check", ROOT / "playbooks" / name], tmp_path / "facts")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    rolling = next(p for p in _plays("update.yml") if p.get("name") == ROLLING_PLAYS["update.yml"])
+    first = [{"name": "Rolling first", "hosts": "gpu_hosts", "gather_facts": False,
+              "serial": rolling["serial"], "tasks": []}]  # fmt: skip
+    path = ROOT / "playbooks" / f".test-rollout-first-{os.getpid()}.yml"
+    path.write_text(yaml.safe_dump(first, sort_keys=False))
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(INVENTORY.replace("PYTHON", "/usr/bin/python3"))
+    try:
+        proc = run_playbook(["-i", inventory, path], tmp_path / "facts")
+    finally:
+        path.unlink()
+    assert proc.returncode != 0
+    assert "hostvars is not defined yet" in proc.stdout + proc.stderr

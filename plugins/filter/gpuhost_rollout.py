@@ -11,11 +11,15 @@ ansible_play_hosts_all | gpuhost.gpu.rollout_plan(hostvars, serial)
 
 Ansible templates a play's `serial` before the play's tasks, with `hostvars` only once an
 earlier play of the run has run (ansible-core creates HostVars on its first play): a play
-whose serial uses rollout_serial is never a playbook's first.
+whose serial uses rollout_serial is never a playbook's first, and passes
+`hostvars | default(none)`. Without hostvars the filter answers only where nothing runs
+(--syntax-check, --list-hosts/-tasks/-tags: ansible-lint's syntax check is one), else it is an
+error: a split group is never guessed.
 """
 
 from __future__ import annotations
 
+from ansible import context
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_rollout_plan import (
     serial_sizes,
@@ -33,7 +37,19 @@ def _sizes(hosts, hostvars, serial) -> list[int]:
         ) from None
 
 
+# ansible-playbook's options under which no play runs (the serial then batches nothing).
+_LISTING = ("syntax", "listhosts", "listtasks", "listtags")
+
+
 def rollout_serial(hosts, hostvars, serial=1) -> list[int]:
+    if hostvars is None:
+        if any(context.CLIARGS.get(option) for option in _LISTING):
+            return [1]
+        raise AnsibleFilterError(
+            "gpuhost_rollout_serial: hostvars is not defined yet where this play's serial is "
+            "templated; allowed: a play after another one of the same run (Ansible creates "
+            "hostvars on a run's first play), as in playbooks/update.yml"
+        )
     try:
         return _sizes(list(hosts or []), hostvars, serial)
     except ValueError as err:  # GroupError, PlanError, a bad serial
