@@ -53,10 +53,13 @@ def test_rank_1_fails_naming_each_bad_route_and_where_to_look():
     assert "10.0.0.1:20000" in found["fix"] and "on gpu-a" in found["fix"]
 
 
-def test_rank_1_without_a_server_unit_warns_unasked():
+def test_a_node_without_a_server_unit_warns_unasked():
     (found,) = dg.check_group({**GROUP, "rank": 1}, never, "sglang-server", installed=False)
     assert found["status"] == "warn" and "not asked" in found["message"]
     assert "rank 1 of group big" in found["message"]
+    (found,) = dg.check_group({**GROUP, "rank": 0}, never, "sglang-server", installed=False)
+    assert found["status"] == "warn"
+    assert found["message"].startswith("rank 0 of group big (2 nodes: gpu-a, gpu-b): no sglang")
 
 
 def test_the_doctor_role_passes_the_group_and_the_playbook_asks_rank_0_only():

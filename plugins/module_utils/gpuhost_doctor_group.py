@@ -52,21 +52,22 @@ def check_group(group, ask, service="sglang-server", installed=True):
     if not group:
         return []
     where = _where(group)
+    if not installed:
+        return [
+            finding(
+                "group",
+                "warn",
+                f"{where}: no {service} unit here"
+                + (", its health routes not asked" if group.get("rank") else ""),
+                "gpuhost provision installs it on every node of the group",
+            )
+        ]
     if not group.get("rank"):
         return [
             finding(
                 "group",
                 "pass",
                 f"{where}: serves the group's API; the known questions are asked here",
-            )
-        ]
-    if not installed:
-        return [
-            finding(
-                "group",
-                "warn",
-                f"{where}: no {service} unit here, its health routes not asked",
-                "gpuhost provision installs it on every node of the group",
             )
         ]
     answers = ask()
