@@ -90,3 +90,44 @@ def test_found_pairs_name_the_router_host():
     assert router.router_found_pairs(result, "http://127.0.0.1:31001") == [
         ["router1", "c7b8008b-804b-445d-8ceb-b6e52a83472e"]
     ]
+
+
+# --- serving groups (issue 30): only rank 0 of a group is a worker ---------------------------
+
+
+def fleet(**extra):
+    """Hostvars of a fleet: solo (alone), then group g of a, b, c in inventory order."""
+    hostvars = {"solo": {"ansible_host": "10.0.0.9", "sglang_server_port": 30000}}
+    for index, name in enumerate(("a", "b", "c")):
+        hostvars[name] = {
+            "ansible_host": f"10.0.0.{index + 1}",
+            "sglang_server_port": 30000,
+            "sglang_server_group": "g",
+            "sglang_server_node_rank": -1,
+            "sglang_server_group_address": f"10.0.0.{index + 1}",
+            "sglang_server_dist_init_port": 20000,
+        }
+    for name, values in extra.items():
+        hostvars[name].update(values)
+    return hostvars
+
+
+def test_worker_urls_leave_out_the_ranks_above_zero_of_a_group():
+    assert router.worker_urls(["solo", "a", "b", "c"], fleet()) == [
+        "http://10.0.0.9:30000",
+        "http://10.0.0.1:30000",
+    ]
+
+
+def test_a_pinned_rank_0_is_the_worker_wherever_it_stands_in_the_inventory():
+    hostvars = fleet(c={"sglang_server_node_rank": 0})
+    assert router.worker_urls(["solo", "a", "b", "c"], hostvars) == [
+        "http://10.0.0.9:30000",
+        "http://10.0.0.3:30000",
+    ]
+    assert [router.is_worker(n, hostvars) for n in ("a", "b", "c")] == [False, False, True]
+
+
+def test_a_bad_group_setting_is_a_filter_error_naming_the_variable():
+    with pytest.raises(AnsibleFilterError, match="sglang_server_node_rank: got 7 on b"):
+        router.worker_urls(["a", "b"], fleet(b={"sglang_server_node_rank": 7}))

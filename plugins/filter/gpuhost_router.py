@@ -4,7 +4,10 @@ The router role (the worker list it starts with) and the rolling update (the wor
 drains) must name a worker by the same URL, or a drain would miss it; both use these.
 
 name | gpuhost.gpu.worker_url(hostvars[name])            -> "http://<address>:<port>"
-names | gpuhost.gpu.worker_urls(hostvars)                -> one URL per host, inventory order
+names | gpuhost.gpu.worker_urls(hostvars)                -> one URL per worker, inventory order:
+                                                            a host of rank >= 1 in a serving group
+                                                            is no worker (its rank 0 serves)
+name | gpuhost.gpu.is_worker(hostvars)                   -> false for rank >= 1 of a group
 workers_json | gpuhost.gpu.router_worker_ids(url[, healthy_only]) -> ids the router holds for it
 result | gpuhost.gpu.router_found_pairs(url)             -> [[router, id], ...] from a looped GET
 """
@@ -12,6 +15,10 @@ result | gpuhost.gpu.router_found_pairs(url)             -> [[router, id], ...] 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_serving_group import (
+    GroupError,
+    of_host,
+)
 
 
 def _norm(url: str) -> str:
@@ -41,8 +48,19 @@ def worker_url(name: str, host_vars) -> str:
     return f"http://{address}:{int(port)}"
 
 
+def is_worker(name: str, hostvars) -> bool:
+    """Whether the routers send requests to `name`: a host on its own or rank 0 of its serving
+    group. A rank >= 1 serves only SGLang's dummy /health, /ping and /health_generate (SGLang
+    0.5.10.post1, engine.py launch_dummy_health_check_server), never the API."""
+    try:
+        group = of_host(str(name), hostvars)
+    except GroupError as err:
+        raise AnsibleFilterError(str(err)) from None
+    return not group or group["rank"] == 0
+
+
 def worker_urls(names, hostvars) -> list[str]:
-    return [worker_url(name, hostvars[name]) for name in names]
+    return [worker_url(name, hostvars[name]) for name in names if is_worker(name, hostvars)]
 
 
 def router_worker_ids(workers_json, url: str, healthy_only: bool = False) -> list[str]:
@@ -75,6 +93,7 @@ class FilterModule:
         return {
             "worker_url": worker_url,
             "worker_urls": worker_urls,
+            "is_worker": is_worker,
             "router_worker_ids": router_worker_ids,
             "router_found_pairs": router_found_pairs,
         }

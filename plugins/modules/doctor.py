@@ -39,6 +39,18 @@ options:
     type: int
     default: 20000
   timeout: {description: Seconds any one command may run., type: int, default: 30}
+  serving_group:
+    description:
+      - This host's serving group (sglang_server_serving_group), {} for a host on its own.
+      - On a rank >= 1, which serves only SGLang's dummy /health, /ping and /health_generate,
+        those three routes are asked (module_utils gpuhost_doctor_group), never /v1/models.
+    type: dict
+    default: {}
+  server_host:
+    description: The server's listen address (a wildcard is asked on loopback).
+    type: str
+    default: 127.0.0.1
+  server_port: {description: The server's port., type: int, default: 30000}
 author: gpuhost
 """
 
@@ -55,7 +67,15 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_doctor import 
     judge,
     public_captures,
 )
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_doctor_group import (  # noqa: E402
+    check_group,
+    read_routes,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_hostfacts import Probe  # noqa: E402
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_sglang_api import (  # noqa: E402
+    Client,
+    base_url,
+)
 
 
 def main():
@@ -73,6 +93,9 @@ def main():
             "xid_fail_codes": {"type": "list", "elements": "int", "default": []},
             "journal_max_lines": {"type": "int", "default": 20000},
             "timeout": {"type": "int", "default": 30},
+            "serving_group": {"type": "dict", "default": {}},
+            "server_host": {"type": "str", "default": "127.0.0.1"},
+            "server_port": {"type": "int", "default": 30000},
         },
         supports_check_mode=True,
     )
@@ -87,6 +110,14 @@ def main():
             "disk_fail_gib": p["disk_fail_gib"],
             "xid_fail_codes": tuple(p["xid_fail_codes"] or DEFAULT_XID_FAIL),
         },
+    )
+    # A serving group's rank >= 1 serves only the dummy health routes: asked here, on the host.
+    server = base_url(p["server_host"], p["server_port"])
+    findings += check_group(
+        p["serving_group"] or {},
+        lambda: read_routes(Client(server, timeout=p["timeout"])),
+        p["service"],
+        (cap.get("unit_state") or {}).get("LoadState") == "loaded",
     )
     module.exit_json(
         changed=False,

@@ -140,6 +140,24 @@ def connection_targets(inventories: list[Path], limit: str | None) -> list[str]:
     return sorted(targets)
 
 
+def serving_groups(inventories: list[Path], hosts: list[str]) -> dict[str, str]:
+    """{host: its serving group} for the `hosts` whose inventory sets sglang_server_group (a
+    group of hosts that are one SGLang server, docs/multi-node.md); hosts on their own are left
+    out. The name as the inventory writes it; a templated one is left out (not known here)."""
+    manager, loader = load(inventories)
+    variables = _variables(loader, manager)
+    groups = {}
+    for name in hosts:
+        host = manager.get_host(name)
+        if host is None:
+            continue
+        found = variables.get_vars(host=host, include_hostvars=False)
+        group = str(found.get("sglang_server_group") or "")
+        if group and "{{" not in group:
+            groups[name] = group
+    return groups
+
+
 def address_hints(inventories: list[Path], hosts: list[str]) -> dict[str, str]:
     """For hosts reached over ssh that have no ansible_host: what to fix. ssh then tries
     the inventory name itself ("Could not resolve hostname gpu-host-1"), which is seldom

@@ -307,7 +307,8 @@ def _section_run(report: dict) -> list[str]:
     if section:
         rows = [
             [
-                host,
+                # A serving group is one unit of the rollout: its hosts are listed together.
+                host + (f" (group {cell(row['group'])})" if row.get("group") else ""),
                 str(row.get("state")),
                 str(row.get("runs")),
                 cell(row.get("config") or "-"),

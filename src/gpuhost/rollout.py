@@ -44,42 +44,59 @@ def read_rollout_facts(run_dir: Path) -> dict[str, dict]:
     }
 
 
+def _unit_order(hosts: set[str], groups: dict[str, str]) -> list[str]:
+    """The hosts sorted by name, a serving group's hosts together where its first one is."""
+    first: dict[str, str] = {}
+    for host in sorted(hosts):
+        first.setdefault(groups.get(host) or f"\0{host}", host)
+    return sorted(hosts, key=lambda h: (first[groups.get(h) or f"\0{h}"], h))
+
+
 def rollout_section(
-    facts: dict[str, dict], targets: list[str], unreachable: list[str] = ()
+    facts: dict[str, dict],
+    targets: list[str],
+    unreachable: list[str] = (),
+    groups: dict[str, str] | None = None,
 ) -> dict[str, dict]:
     """Per host: state, which config it runs (new/old), and the config hashes. `targets`
     are the workers the rollout was for (group gpu_hosts within --limit): a target with no
     fact was never reached. A target the run lost (`unreachable`, from the recap) is
     `unknown`, whatever it reported before. Other hosts the run touched (validation runs on
-    routers too) are not part of the rollout."""
+    routers too) are not part of the rollout. `groups` ({host: serving group}): a group is one
+    unit of the rollout, so its hosts are listed together, each with `group`."""
+    groups = groups or {}
     section: dict[str, dict] = {}
-    for host in sorted(set(targets) | set(facts)):
-        fact = facts.get(host)
-        if host in unreachable:
-            section[host] = {
-                "state": "unknown",
-                "runs": STATE_CONFIG["unknown"],
-                "config": None,
-                "previous": (fact or {}).get("previous") or None,
-                "known_good": None,
-                "message": UNREACHABLE_MESSAGE,
-            }
-            continue
-        if fact is None:
-            section[host] = {"state": "not_reached", "runs": STATE_CONFIG["not_reached"]}
-            continue
-        state, message = _true_state(fact)
-        section[host] = {
-            "state": state,
-            "runs": STATE_CONFIG.get(state, "unknown"),
-            "config": fact.get("config") or None,
-            "previous": fact.get("previous") or None,
-            "known_good": fact.get("known_good") or None,
-            "message": message,
-            # What the update changed: flags, model, venv, nccl, env, unit (names only).
-            "changed": [str(p) for p in fact.get("changed") or []],
-        }
+    for host in _unit_order(set(targets) | set(facts), groups):
+        section[host] = _row(facts.get(host), host in unreachable)
+        if groups.get(host):
+            section[host]["group"] = groups[host]
     return section
+
+
+def _row(fact: dict | None, lost: bool) -> dict:
+    """One host's row: `unknown` when the run lost it, `not_reached` without a fact."""
+    if lost:
+        return {
+            "state": "unknown",
+            "runs": STATE_CONFIG["unknown"],
+            "config": None,
+            "previous": (fact or {}).get("previous") or None,
+            "known_good": None,
+            "message": UNREACHABLE_MESSAGE,
+        }
+    if fact is None:
+        return {"state": "not_reached", "runs": STATE_CONFIG["not_reached"]}
+    state, message = _true_state(fact)
+    return {
+        "state": state,
+        "runs": STATE_CONFIG.get(state, "unknown"),
+        "config": fact.get("config") or None,
+        "previous": fact.get("previous") or None,
+        "known_good": fact.get("known_good") or None,
+        "message": message,
+        # What the update changed: flags, model, venv, nccl, env, unit (names only).
+        "changed": [str(p) for p in fact.get("changed") or []],
+    }
 
 
 def _true_state(fact: dict) -> tuple[str, str | None]:

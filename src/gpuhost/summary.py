@@ -172,11 +172,15 @@ _STATE_STYLE = {
 
 
 def print_rollout(console: Console, section: dict[str, dict]) -> None:
-    """gpuhost update/rollback: per host its state and which config it runs."""
+    """gpuhost update/rollback: per host its state and which config it runs; a serving
+    group's hosts together (rollout.rollout_section orders them), named in a group column."""
     if not section:
         return
+    grouped = any(row.get("group") for row in section.values())
     table = report_table("Rollout")
     table.add_column("host", no_wrap=True)
+    if grouped:
+        table.add_column("group", no_wrap=True)
     table.add_column("state")
     table.add_column("runs config")
     table.add_column("config hash")
@@ -185,6 +189,7 @@ def print_rollout(console: Console, section: dict[str, dict]) -> None:
     for host, row in section.items():
         table.add_row(
             host,
+            *([row.get("group") or "-"] if grouped else []),
             Text(row["state"], style=_STATE_STYLE.get(row["state"], "")),
             row["runs"],
             row.get("config") or "-",

@@ -17,7 +17,12 @@ HELP = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     base.add_run_arguments(parser, check_flag=True)
     parser.add_argument(
-        "--serial", type=update.serial, help="hosts rolled back at a time (default 1)"
+        "--serial",
+        type=update.serial,
+        help=(
+            "units rolled back at a time, a serving group (all its hosts at once) or a host "
+            "on its own (default 1)"
+        ),
     )
 
 

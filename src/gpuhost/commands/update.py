@@ -1,6 +1,7 @@
 """`gpuhost update`: a rolling, health-gated config change (playbooks/update.yml).
 
-Preflight on every host, then host by host (`serial`): validate, render and, when the config
+Preflight on every host, then unit by unit (`serial`; a unit is a serving group, all its hosts
+at once, or a host on its own): validate, render and, when the config
 changed, drain from the router, restart, pass health and the correctness query, and rejoin
 the router. A failing host is rolled back by the sglang_server role and stops the rollout
 (`max_fail_percentage` 0). Which host runs which config afterwards: gpuhost.rollout.
@@ -24,12 +25,14 @@ HELP = (
 
 
 def serial(value: str) -> str:
-    """Ansible's serial: a count (>= 1) or a percentage like 25%."""
+    """Ansible's serial: a count (>= 1) or a percentage like 25%, of units: a serving group
+    (all its hosts at once) or a host on its own (playbooks/update.yml plans the batches)."""
     try:
         plugin_code.plugin_utils("gpuhost_serial").per_batch(value, 1)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{value!r}: a host count >= 1 or a percentage 1-100%"
+            f"{value!r}: a count >= 1 or a percentage 1-100% of units (a serving group or a "
+            "host on its own)"
         ) from None
     return value.strip()
 
@@ -45,7 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--serial",
         type=serial,
-        help="hosts updated at a time: a count or a percentage (default 1)",
+        help=(
+            "units updated at a time, a serving group (all its hosts at once) or a host on "
+            "its own: a count or a percentage (default 1)"
+        ),
     )
     parser.add_argument(
         "--max-fail-percentage",
@@ -68,7 +74,8 @@ def run_rollout(args: argparse.Namespace, ctx: base.Context, command: str, playb
     facts = rollout.read_rollout_facts(Path(report["run_dir"]))
     targets = inventory.hosts_in_group(request.inventories, WORKER_GROUP, request.limit)
     lost = [host for host, counts in report["hosts"].items() if counts.get("unreachable")]
-    report["rollout"] = rollout.rollout_section(facts, targets, lost)
+    groups = inventory.serving_groups(request.inventories, targets)
+    report["rollout"] = rollout.rollout_section(facts, targets, lost, groups)
     record.write_report(rundir.RunDir(Path(report["run_dir"])), report)
     if not args.json:
         summary.print_rollout(ctx.out, report["rollout"])
