@@ -230,6 +230,7 @@ def test_preflight_fails_a_node_left_out_of_the_run_and_names_the_limit():
         ({"python_env_lock_file": "/x/other.txt"}, "venv_lock"),
         ({"sglang_server_profile": "other"}, "model"),
         ({"sglang_server_revision": "abc"}, "model_revision"),
+        ({"sglang_server_tp_size": 8}, "model"),
         (
             {
                 "gpuhost_gpu": {

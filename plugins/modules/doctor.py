@@ -50,7 +50,7 @@ options:
     description: The server's listen address (a wildcard is asked on loopback).
     type: str
     default: 127.0.0.1
-  server_port: {description: The server's port., type: int, default: 30000}
+  server_port: {description: "The server's port (sglang_server_port).", type: int, required: true}
 author: gpuhost
 """
 
@@ -95,7 +95,7 @@ def main():
             "timeout": {"type": "int", "default": 30},
             "serving_group": {"type": "dict", "default": {}},
             "server_host": {"type": "str", "default": "127.0.0.1"},
-            "server_port": {"type": "int", "default": 30000},
+            "server_port": {"type": "int", "required": True},
         },
         supports_check_mode=True,
     )

@@ -264,7 +264,8 @@ def node_facts(host_vars) -> dict:
     lock = lock or f"lane {host_vars.get('python_env_lane', 'unknown')}"
     model = (
         f"profile {host_vars.get('sglang_server_profile', '')!r}, "
-        f"model {host_vars.get('sglang_server_model_id', '')!r}"
+        f"model {host_vars.get('sglang_server_model_id', '')!r}, "
+        f"TP {host_vars.get('sglang_server_tp_size', 0)}"
     )
     flags = host_vars.get("sglang_server_flags") or {}
     return {
