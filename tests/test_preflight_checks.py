@@ -76,6 +76,10 @@ def test_reference_vm_requirements():
         ({"tp_size": 3}, "preflight.tp_size", "fail"),
         ({"tp_size": 16}, "preflight.tp_size", "fail"),
         ({"tp_size": 4}, "preflight.tp_size", "pass"),
+        # A serving group of 2 hosts: TP 16 is 8 a node (fits the 8 GPUs), 24 is 12, 15 odd.
+        ({"tp_size": 16, "nodes": 2}, "preflight.tp_size", "pass"),
+        ({"tp_size": 24, "nodes": 2}, "preflight.tp_size", "fail"),
+        ({"tp_size": 15, "nodes": 2}, "preflight.tp_size", "fail"),
     ],
 )
 def test_each_requirement_can_fail(change, check, expected):

@@ -97,7 +97,8 @@ def preflight_findings(gpu, host, req):
     """Findings for the inventory requirements `req`:
 
     expected_gpu_count (int, 0 = any), expected_gpu_model (str, '' = any),
-    min_driver_version (str, '' = any), required_free_disk_gib (int), tp_size (int, 0 = not
+    min_driver_version (str, '' = any), required_free_disk_gib (int), nodes (int: the hosts of
+    this host's serving group, 1 alone; TP is checked per node), tp_size (int, 0 = not
     set), p2p_required (bool), pcie_degraded_policy (warn|fail|ignore), steal_warn_percent
     (number, default 5).
     """
@@ -180,7 +181,8 @@ def preflight_findings(gpu, host, req):
 
     out.extend(_driver_findings(gpu, req.get("min_driver_version") or ""))
     tp_name = req.get("tp_size_name") or "preflight_tp_size"
-    out.extend(_tp_findings(count, int(req.get("tp_size") or 0), where, tp_name))
+    nodes = int(req.get("nodes") or 1)
+    out.extend(_tp_findings(count, int(req.get("tp_size") or 0), where, tp_name, nodes))
     out.extend(_p2p_findings(gpu, bool(req.get("p2p_required")), loaded))
     out.extend(_link_findings(gpu, req.get("pcie_degraded_policy") or "warn"))
     out.extend(numa_findings(gpu, host))
@@ -329,9 +331,23 @@ def _driver_findings(gpu, minimum):
     return out
 
 
-def _tp_findings(count, tp, where, name):
+def _tp_findings(count, tp, where, name, nodes=1):
+    """TP against this host's GPUs; in a serving group of `nodes` hosts, its share per host
+    (TP x PP splitting over the nodes is the profile's check, gpuhost_profile.py)."""
     if tp <= 0:
         return []
+    if nodes > 1:
+        if tp % nodes:
+            return [
+                finding(
+                    "preflight.tp_size",
+                    "fail",
+                    f"{name}: got {tp}; allowed: a multiple of the serving group's {nodes} "
+                    "nodes (each node runs the same share)",
+                    f"Set {name} to {nodes} x a divisor of the GPU count ({divisors(count)}).",
+                )
+            ]
+        name, tp = f"{name} / {nodes} nodes (got {tp})", tp // nodes
     message = tp_misfit(name, tp, count, f"the GPUs found{where}")
     if message:
         return [
