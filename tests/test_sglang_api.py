@@ -90,6 +90,7 @@ def gate_params(port, **extra):
         "expect": "42",
         "max_tokens": 64,
         "request_timeout": 5,
+        "node_rank": 0,
         **extra,
     }
 
