@@ -8,6 +8,7 @@ set -u
 PY=/opt/torch/.venv/bin/python
 S=roles/nccl/files/gpuhost_allreduce_sweep.py
 D=${OUT:?}
+T=$(mktemp -d)
 IFACE=$(ip -o -4 route show to default 2>/dev/null | awk '{print $5; exit}')
 [ -n "$IFACE" ] || IFACE=$(ip -o -4 addr show scope global | awk '{print $2; exit}')
 ADDR=$(ip -o -4 addr show dev "$IFACE" scope global | awk '{split($4, a, "/"); print a[1]; exit}')
@@ -24,22 +25,34 @@ cfg() { # nnodes node_rank nproc backend join_timeout extra-env-json
     "join_timeout_s": %s, "candidates": [{"name": "derived", "env": %s}]}' \
     "$1" "$2" "$3" "$4" "$ADDR" "$5" "$6"
 }
-t() { local s=$SECONDS; "$@"; echo "rc=$? wall_s=$((SECONDS - s))"; }
+t() { local s=$SECONDS; "$@"; echo "rc=$? wall_s=$((SECONDS - s))" >&2; }
 GENV="{\"GLOO_SOCKET_IFNAME\": \"$IFACE\"}"
 NENV="{\"NCCL_SOCKET_IFNAME\": \"=$IFACE\", \"NCCL_IB_DISABLE\": \"1\"}"
 {
   echo "== A: gloo, 2 nodes x 2 processes (world 4), both nodes started"
-  t "$PY" $S --config "$(cfg 2 1 2 gloo 30 "$GENV")" > "$D/a-node1.json" 2>"$D/a-node1.err" &
-  t "$PY" $S --config "$(cfg 2 0 2 gloo 30 "$GENV")" > "$D/a-node0.json"; wait
-  cat "$D/a-node1.err"
+  t "$PY" $S --config "$(cfg 2 1 2 gloo 30 "$GENV")" > "$T/a-node1.json" &
+  t "$PY" $S --config "$(cfg 2 0 2 gloo 30 "$GENV")" > "$T/a-node0.json"; wait
   echo "== B: nccl, node 0 alone of 2 (node 1 never joins), join timeout 15 s"
-  t "$PY" $S --config "$(cfg 2 0 1 nccl 15 "$NENV")" > "$D/b-node0.json"
+  t "$PY" $S --config "$(cfg 2 0 1 nccl 15 "$NENV")" > "$T/b-node0.json"
   echo "== C: nccl, node 1 alone (rank 0 never starts), join timeout 15 s"
-  t "$PY" $S --config "$(cfg 2 1 1 nccl 15 "$NENV")" > "$D/c-node1.json"
+  t "$PY" $S --config "$(cfg 2 1 1 nccl 15 "$NENV")" > "$T/c-node1.json"
   echo "== D: nccl, 2 nodes x 1 process, both on the host's one GPU"
-  t "$PY" $S --config "$(cfg 2 1 1 nccl 30 "$NENV")" > "$D/d-node1.json" 2>&1 &
-  t "$PY" $S --config "$(cfg 2 0 1 nccl 30 "$NENV")" > "$D/d-node0.json"; wait
+  t "$PY" $S --config "$(cfg 2 1 1 nccl 30 "$NENV")" > "$T/d-node1.json" &
+  t "$PY" $S --config "$(cfg 2 0 1 nccl 30 "$NENV")" > "$T/d-node0.json"; wait
   echo "== E: bad input (rank out of range, loopback master)"
   t "$PY" $S --config '{"nnodes": 2, "node_rank": 5, "nproc": 1, "master_addr": "127.0.0.1", "master_port": 29611}'
 } > "$D/run.log" 2>&1
+# One file of results (the device tool brings back 8 files at most): {case-node: its JSON}.
+"$PY" - "$T" > "$D/results.json" <<'PYEOF'
+import json, os, sys
+out = {}
+for name in sorted(os.listdir(sys.argv[1])):
+    with open(os.path.join(sys.argv[1], name)) as handle:
+        text = handle.read().strip()
+    try:
+        out[name[:-5]] = json.loads(text.splitlines()[-1]) if text else None
+    except ValueError:
+        out[name[:-5]] = {"unparsed": text[-2000:]}
+print(json.dumps(out, indent=1))
+PYEOF
 cat "$D/run.log"
