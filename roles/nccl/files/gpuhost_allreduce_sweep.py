@@ -50,7 +50,7 @@ _KEEP = re.compile(
     r"|NET/|Using network"
 )
 # A host name or an address, as it may be given for master_addr.
-_ADDR = re.compile(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}")
+_ADDR = re.compile(r"[A-Za-z0-9:][A-Za-z0-9.:-]{0,252}")
 _MAX_LOG_LINES = 400
 
 
