@@ -83,7 +83,7 @@ exit_status:
   returned: always
 stderr: {description: The read's last 2000 characters of stderr., type: str, returned: always}
 interfaces:
-  description: With I(interfaces), {name: {addresses (null when C(ip) is absent), speed_mbps}}.
+  description: "With I(interfaces), by name: addresses (null when C(ip) is absent) and speed_mbps."
   type: dict
   returned: when I(interfaces) is true
 compared:

@@ -76,7 +76,8 @@ def _socket_text(ifname, speed_mbps):
     shown = f"{expect:g} GB/s ({speed_mbps} Mb/s link)" if expect else "the link's speed / 8"
     return (
         f"over TCP sockets on {ifname} (NCCL's NET/Socket transport): expect ~{shown} at "
-        "most, less than a tenth of NVLink inside a node; with InfiniBand or RoCE NCCL uses "
+        "most, far below NVLink inside a node (332 GB/s on 2x H200, docs/reference.md "
+        "section 4); with InfiniBand or RoCE NCCL uses "
         "NET/IB (RDMA, GPUDirect where the NIC and GPU allow) at the NIC's line rate"
     )
 
@@ -91,7 +92,7 @@ def interface_findings(host, group, ifname, interfaces, address, ib_present):
     name = group.get("name", "?") if isinstance(group, dict) else str(group)
     var = f"nccl_env_overrides.{rules.SOCKET_IFNAME}"
     out = []
-    speed = None
+    speed, used = None, ifname
     if interfaces is None:
         out.append(
             _finding(
@@ -160,6 +161,7 @@ def interface_findings(host, group, ifname, interfaces, address, ib_present):
         pick = (set(carriers) & set(chosen)) or set(chosen)
         speeds = [interfaces[n].get("speed_mbps") for n in sorted(pick)]
         speed = next((s for s in speeds if isinstance(s, int) and s > 0), None)
+        used = ", ".join(sorted(pick)) or ifname
     if ib_present is None:
         out.append(
             _finding(
@@ -185,7 +187,7 @@ def interface_findings(host, group, ifname, interfaces, address, ib_present):
                 "transport",
                 "warn",
                 f"{host} (group {name}): no InfiniBand/RoCE device (/sys/class/infiniband "
-                f"is empty): traffic across the nodes goes {_socket_text(ifname, speed)}",
+                f"is empty): traffic across the nodes goes {_socket_text(used, speed)}",
                 f"for a model split across nodes use an RDMA NIC (InfiniBand or RoCE); {SRC}",
             )
         )
