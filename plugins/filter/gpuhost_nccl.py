@@ -114,15 +114,15 @@ def nccl_across_evaluate(result, host, serving, threshold, env, ib_present, inte
     serving = plain(serving) or {}
     ifname = _ifname(env)
     found = plain(interfaces) or {}
-    chosen = group.matching(ifname, sorted(found))
-    speeds = [found[n].get("speed_mbps") for n in chosen if not n.startswith("lo")]
+    chosen = [n for n in group.matching(ifname, sorted(found)) if not n.startswith("lo")]
+    speeds = [found[n].get("speed_mbps") for n in chosen]
     speed = next((s for s in speeds if isinstance(s, int) and s > 0), None)
     return group.across_evaluate(
         str(host),
         serving,
         plain(result) or {},
         float(threshold),
-        ifname,
+        ", ".join(chosen) or ifname,
         plain(ib_present),
         speed,
     )
