@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -259,6 +261,17 @@ def test_interfaces_are_read_from_sys_and_ip(tmp_path):
     assert nt.interfaces("/usr/sbin/ip", FakeRunner(rc=1), str(tmp_path))["lo"]["addresses"] is None
     assert nt.interfaces("/usr/sbin/ip", run, str(tmp_path / "absent")) is None
     assert nt.parse_ip_json("Error: x") is None
+
+
+@pytest.mark.skipif(not shutil.which("ip"), reason="needs iproute2's ip")
+def test_this_machines_interfaces_read_for_real():
+    def run(argv):
+        out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return out.returncode, out.stdout, out.stderr
+
+    got = nt.interfaces(shutil.which("ip"), run)
+    assert "127.0.0.1" in got["lo"]["addresses"]
+    assert set(got) == set(os.listdir("/sys/class/net"))
 
 
 # --- the sweep script's input check (before torch) -----------------------------------------
