@@ -135,7 +135,8 @@ def test_configure_writes_unless_the_read_found_everything_right(torch, text, wr
     assert task["gpuhost.gpu.file_set"]["files"] == (
         "{{ _nccl_sweep_files + [_nccl_env_entry | combine({'content': _nccl_env_text})] }}"
     )
-    read = yaml.safe_load((ROOT / "roles/nccl/tasks/preflight.yml").read_text())[-1]
+    tasks = yaml.safe_load((ROOT / "roles/nccl/tasks/preflight.yml").read_text())
+    read = next(t for t in tasks if "gpuhost.gpu.nccl_torch" in t)
     assert read["gpuhost.gpu.nccl_torch"]["compare"] == (
         "{{ _nccl_sweep_files + [_nccl_env_entry | combine({'current': true})] }}"
     )

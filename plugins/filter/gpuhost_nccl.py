@@ -8,12 +8,18 @@ runs | gpuhost.gpu.nccl_autotune(margin)                         -> {chosen, env
 decision | gpuhost.gpu.nccl_override_findings                    -> preflight.nccl_override items
 decision | gpuhost.gpu.nccl_sweep_inputs(min_bytes, max_bytes)   -> hash of the sweep's inputs
 inputs | gpuhost.gpu.nccl_sweep_plan(recorded, apps, active, drained, service) -> run/skip/refuse
+group | gpuhost.gpu.nccl_group_findings(host, env, interfaces, ib_present) -> nccl.group.* items
+apps | gpuhost.gpu.nccl_held_reasons(active, service)           -> why the GPUs are held ([])
+group | gpuhost.gpu.nccl_across_plan(play_hosts, hostvars, check_mode) -> run/skip, all or none
+result | gpuhost.gpu.nccl_across_evaluate(host, group, threshold, env, ib, interfaces) -> verdict
+verdict | gpuhost.gpu.nccl_across_findings(skipped)             -> nccl.group.across item
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl as nccl
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_group as group
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_rerun as rerun
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_verify as verify
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_plain import plain
@@ -69,6 +75,63 @@ def nccl_sweep_plan(inputs, recorded, apps, server_active, drained, service="sgl
     )
 
 
+def _ifname(env):
+    return (plain(env) or {}).get(group.rules.SOCKET_IFNAME)
+
+
+def _address(serving, host):
+    return (serving.get("addresses") or {}).get(host, "")
+
+
+def nccl_group_findings(serving, host, env, interfaces=None, ib_present=None):
+    serving = plain(serving) or {}
+    return group.interface_findings(
+        str(host),
+        serving,
+        _ifname(env),
+        plain(interfaces),
+        _address(serving, str(host)),
+        plain(ib_present),
+    )
+
+
+def nccl_held_reasons(apps, server_active, service="sglang-server"):
+    return rerun.held_reasons(str(plain(apps) or ""), bool(server_active), str(service))
+
+
+def nccl_across_plan(serving, play_hosts, hostvars, check_mode=False):
+    serving = plain(serving) or {}
+    states = {}
+    for member in serving.get("members") or []:
+        try:
+            states[member] = plain(hostvars[member].get("_nccl_across_state"))
+        except KeyError:
+            states[member] = None
+    return group.across_plan(serving, plain(play_hosts) or [], states, bool(check_mode))
+
+
+def nccl_across_evaluate(result, host, serving, threshold, env, ib_present, interfaces=None):
+    serving = plain(serving) or {}
+    ifname = _ifname(env)
+    found = plain(interfaces) or {}
+    chosen = [n for n in group.matching(ifname, sorted(found)) if not n.startswith("lo")]
+    speeds = [found[n].get("speed_mbps") for n in chosen]
+    speed = next((s for s in speeds if isinstance(s, int) and s > 0), None)
+    return group.across_evaluate(
+        str(host),
+        serving,
+        plain(result) or {},
+        float(threshold),
+        ", ".join(chosen) or ifname,
+        plain(ib_present),
+        speed,
+    )
+
+
+def nccl_across_findings(verdict, skipped=""):
+    return group.across_findings(plain(verdict) or None, str(skipped or ""))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -82,4 +145,9 @@ class FilterModule:
             "nccl_override_findings": nccl_override_findings,
             "nccl_sweep_inputs": nccl_sweep_inputs,
             "nccl_sweep_plan": nccl_sweep_plan,
+            "nccl_group_findings": nccl_group_findings,
+            "nccl_held_reasons": nccl_held_reasons,
+            "nccl_across_plan": nccl_across_plan,
+            "nccl_across_evaluate": nccl_across_evaluate,
+            "nccl_across_findings": nccl_across_findings,
         }

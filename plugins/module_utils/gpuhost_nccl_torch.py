@@ -8,6 +8,7 @@ command took two). The runner is passed in, so tests give a fake one (a test dou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -34,3 +35,58 @@ def look(python: str, read_version: bool, run: Callable[[list[str]], tuple[int, 
         stderr=err[-2000:],
     )
     return result
+
+
+def parse_ip_json(text: str) -> dict | None:
+    """{name: [address, ...]} from `ip -j addr show`; None when the text is not that."""
+    try:
+        items = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(items, list):
+        return None
+    out = {}
+    for item in items:
+        if not isinstance(item, dict) or not item.get("ifname"):
+            continue
+        infos = item.get("addr_info") or []
+        out[str(item["ifname"])] = [
+            str(a["local"]) for a in infos if isinstance(a, dict) and a.get("local")
+        ]
+    return out
+
+
+def _speed(sys_net: str, name: str):
+    # /sys/class/net/<if>/speed: Mb/s; -1 or unreadable (down, virtual) means unknown.
+    try:
+        with open(os.path.join(sys_net, name, "speed")) as handle:
+            value = int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def interfaces(
+    ip: str | None,
+    run: Callable[[list[str]], tuple[int, str, str]],
+    sys_net: str = "/sys/class/net",
+) -> dict | None:
+    """The host's network interfaces for a serving group's NCCL_SOCKET_IFNAME check:
+    {name: {"addresses": [ip, ...] or None (not read), "speed_mbps": int or None}}; the
+    names from /sys/class/net, the addresses from `ip -j addr show` (`ip`: its path, None
+    when absent). None when /sys/class/net cannot be listed."""
+    try:
+        names = sorted(os.listdir(sys_net))
+    except OSError:
+        return None
+    addresses = None
+    if ip:
+        rc, out, _ = run([ip, "-j", "addr", "show"])
+        addresses = parse_ip_json(out) if rc == 0 else None
+    return {
+        name: {
+            "addresses": (addresses or {}).get(name, []) if addresses is not None else None,
+            "speed_mbps": _speed(sys_net, name),
+        }
+        for name in names
+    }

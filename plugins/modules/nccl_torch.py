@@ -30,6 +30,12 @@ options:
     description: Ask its torch for the NCCL version (false when C(nccl_version) is pinned).
     type: bool
     default: true
+  interfaces:
+    description:
+      - Also list the host's network interfaces, their addresses (C(ip -j addr show)) and
+        link speeds (C(/sys/class/net/*/speed)), for a serving group's NCCL_SOCKET_IFNAME check.
+    type: bool
+    default: false
   compare:
     description: M(gpuhost.gpu.file_set) entries to compare, never to write.
     type: list
@@ -76,6 +82,10 @@ exit_status:
   type: int
   returned: always
 stderr: {description: The read's last 2000 characters of stderr., type: str, returned: always}
+interfaces:
+  description: "With I(interfaces), by name: addresses (null when C(ip) is absent) and speed_mbps."
+  type: dict
+  returned: when I(interfaces) is true
 compared:
   description:
     - C(changes) (one line per entry file_set would change, or why the comparison could not
@@ -90,6 +100,7 @@ from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_file_check imp
     changes_and_texts,
 )
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nccl_torch import (  # noqa: E402
+    interfaces,
     look,
 )
 
@@ -111,6 +122,7 @@ def main():
         argument_spec={
             "python": {"type": "path", "required": True},
             "read_version": {"type": "bool", "default": True},
+            "interfaces": {"type": "bool", "default": False},
             "compare": {"type": "list", "elements": "dict", "options": _ENTRY},
         },
         supports_check_mode=True,
@@ -120,6 +132,10 @@ def main():
         module.params["read_version"],
         lambda argv: module.run_command(argv, check_rc=False),
     )
+    if module.params["interfaces"]:
+        result["interfaces"] = interfaces(
+            module.get_bin_path("ip"), lambda argv: module.run_command(argv, check_rc=False)
+        )
     if module.params["compare"]:
         result["compared"] = changes_and_texts(module.params["compare"])
     module.exit_json(changed=False, **result)

@@ -90,6 +90,12 @@ def _held_by(processes, server_active, service):
     return why
 
 
+def held_reasons(apps, server_active, service="sglang-server"):
+    """Why the GPUs are not free ([] when they are), from the query's text (gpu_processes)
+    and the server unit's state: the same test plan() makes, for the sweep across nodes."""
+    return _held_by(gpu_processes(apps) or [], bool(server_active), service)
+
+
 def plan(inputs, recorded, processes, server_active, drained, service="sglang-server"):
     """Run, skip (report the recorded verdict) or refuse.
 
