@@ -40,9 +40,10 @@ in phases:
   2b. a bad lock (its venv fails verification): the first worker stops before its drain,
      the rollout stops. Targets: 0 failed requests; nothing of the first worker changed
      (MainPID, unit, the serving venv's marker, the link); the others not reached.
-  3. `gpuhost rollback --limit <first worker>`: back to the config before the first phase,
-     all parts at once: the old venv (switched back, not reinstalled: its marker is the one
-     it had), the old revision, the old NCCL env (the server's and nccl.env).
+  3. `gpuhost rollback` (w1, then the pair as one unit): every host back to the config before
+     the first phase, all parts at once: the old venv (switched back, not reinstalled: its
+     marker is the one it had), the old revision, the old NCCL env (the server's and
+     nccl.env).
   4. a slow start: the first worker's new config takes SLOW_LOAD_S s to load (the stand-in's
      SGLANG_STANDIN_LOAD_SECONDS) while the scenario's fixed gate timeout is 20 s; with
      sglang_server_start_timeout 0 the gate waits 4x the expected start (start_seconds
@@ -497,18 +498,19 @@ def measure(
     }
     results["bad_lock"] = bad_lock(inventory, runs, new_load, flags, lock_b)
     if with_rollback:
-        # `gpuhost rollback` on the first worker: back to the config it ran before the flag
-        # and lock change (the good update kept it), drained and gated, under the same load.
+        # `gpuhost rollback` on the fleet, w1 then the pair as one unit: back to the config
+        # each ran before the flag and lock change (the good update kept it), drained and
+        # gated, under the same load.
         load = new_load()
-        rc, seconds, report = under_load(
-            load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
-        )
+        rc, seconds, report = under_load(load, lambda: gpuhost("rollback", inventory, runs))
         w1_venvs = venv_state(WORKERS[0])
         results["rollback"] = {
             **measured(rc, seconds, load, report),
             "parts": server_config(WORKERS[0]),
-            "back_to_config_before_update": report_configs(report, "config").get(WORKERS[0])
-            == config_before_good.get(WORKERS[0]),
+            "back_to_config_before_update": all(
+                report_configs(report, "config").get(name) == config_before_good.get(name)
+                for name in WORKERS
+            ),
             "server_python": server_python(WORKERS[0]),
             # Switched back, not reinstalled: the old venv's marker is the one it had.
             "old_venv_not_reinstalled": w1_venvs["markers"].get(venv_of(LOCK_A))
@@ -585,9 +587,9 @@ def measure(
         rollback = results["rollback"]
         results["checks"].update(
             {
-                "rollback: first host restored, exit 0": rollback["rc"] == 0
-                and rollback["rollout"] == {WORKERS[0]: "restored"},
-                "rollback: back on the config before the flag change": rollback[
+                "rollback: w1 and both nodes of the pair restored, exit 0": rollback["rc"] == 0
+                and rollback["rollout"] == dict.fromkeys(WORKERS, "restored"),
+                "rollback: every host back on the config before the flag change": rollback[
                     "back_to_config_before_update"
                 ],
                 "rollback: the server runs from the old venv again, not reinstalled": rollback[
@@ -754,7 +756,7 @@ def print_results(results: dict) -> None:
         ("group", "the pair with a rank that never joins (--limit w2,w3)"),
         ("bad", "bad config"),
         ("bad_lock", "bad lock (its venv fails verification)"),
-        ("rollback", "gpuhost rollback --limit w1"),
+        ("rollback", "gpuhost rollback (w1, then the pair as one unit)"),
         ("slow", f"slow start ({SLOW_LOAD_S} s) on w1"),
         ("slow_back", "gpuhost rollback --limit w1 (fast config back)"),
     )
