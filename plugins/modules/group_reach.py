@@ -23,6 +23,12 @@ options:
     elements: dict
     required: true
   timeout: {description: Seconds per connect., type: float, default: 3}
+  interfaces:
+    description: >-
+      Also list the host's network interfaces (names, addresses, speed), for role nccl's
+      check that NCCL_SOCKET_IFNAME selects one that carries the group address.
+    type: bool
+    default: false
 author: gpuhost
 """
 
@@ -31,9 +37,16 @@ results:
   description: "[{host, address, port, what, outcome, detail, open}], one per target."
   type: list
   returned: always
+interfaces:
+  description: "{name: {addresses, speed_mbps}} (module_utils gpuhost_nccl_torch.interfaces)."
+  type: dict
+  returned: when interfaces is true
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 - after the doc blocks
+from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_nccl_torch import (  # noqa: E402
+    interfaces,
+)
 from ansible_collections.gpuhost.gpu.plugins.module_utils.gpuhost_reach import (  # noqa: E402
     OPEN,
     reach,
@@ -45,6 +58,7 @@ def main():
         argument_spec=dict(
             targets=dict(type="list", elements="dict", required=True),
             timeout=dict(type="float", default=3.0),
+            interfaces=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -57,7 +71,12 @@ def main():
             )
         outcome, detail = reach(address, port, module.params["timeout"])
         results.append({**target, "outcome": outcome, "detail": detail, "open": outcome in OPEN})
-    module.exit_json(changed=False, results=results)
+    extra = {}
+    if module.params["interfaces"]:
+        extra["interfaces"] = interfaces(
+            module.get_bin_path("ip"), lambda argv: module.run_command(argv)
+        )
+    module.exit_json(changed=False, results=results, **extra)
 
 
 if __name__ == "__main__":
