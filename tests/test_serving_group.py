@@ -249,3 +249,21 @@ def test_preflight_fails_nodes_that_would_serve_differently(changes, check):
     )
     item = found[f"preflight.group.g.{check}"]
     assert item["status"] == "fail", item
+
+
+def test_the_group_gate_message_names_each_failed_node_its_rank_and_cause():
+    from ansible_collections.gpuhost.gpu.plugins.filter.gpuhost_serving_group import (
+        group_gate_message,
+    )
+
+    g = {"name": "pair", "members": ["w2", "w3"]}
+    hv = {
+        "w2": {"_sglang_server_gate": {"cause": "not healthy within 20 s: port 1 closed"}},
+        "w3": {"_sglang_server_gate": {"msg": "rank 1 has not joined"}},
+    }
+    assert group_gate_message(["w3"], g, hv) == (
+        "w3 (rank 1 of serving group pair) failed its gate: rank 1 has not joined"
+    )
+    assert group_gate_message(["w2", "w3"], g, hv).startswith(
+        "w2 (rank 0 of serving group pair) failed its gate: not healthy within 20 s"
+    )

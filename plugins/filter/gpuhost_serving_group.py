@@ -37,6 +37,20 @@ def group_reach_findings(results, group, host) -> list:
     return serving.reach_findings(group, str(host), list(results or [])) if group else []
 
 
+def group_gate_message(failed, group, hostvars) -> str:
+    """Why a serving group failed its gate: each failed node, its rank and its gate's cause
+    (its registered _sglang_server_gate, read through hostvars)."""
+    parts = []
+    for node in list(failed or []):
+        gate = hostvars[node].get("_sglang_server_gate") or {}
+        cause = gate.get("cause") or gate.get("msg") or "no result"
+        rank = list(group["members"]).index(node)
+        parts.append(
+            f"{node} (rank {rank} of serving group {group['name']}) failed its gate: {cause}"
+        )
+    return "; ".join(parts)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -44,4 +58,5 @@ class FilterModule:
             "group_findings": group_findings,
             "group_reach_targets": group_reach_targets,
             "group_reach_findings": group_reach_findings,
+            "group_gate_message": group_gate_message,
         }

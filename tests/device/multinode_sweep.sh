@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Record the all-reduce sweep's multi-node mode (roles/nccl/files/gpuhost_allreduce_sweep.py,
 # issue 30) on the one-GPU device host into $OUT/ (copied to
-# tests/fixtures/gpu-hosts/h200x1-multinode/). One host plays both nodes over its own
+# tests/fixtures/gpu-hosts/h100x1-multinode/). One host plays both nodes over its own
 # non-loopback address: gloo (CPU) for a whole two-node run, NCCL for the bounded failures.
 # Run from the repo root; torch at /opt/torch/.venv.
 set -u
@@ -9,16 +9,21 @@ PY=/opt/torch/.venv/bin/python
 S=roles/nccl/files/gpuhost_allreduce_sweep.py
 D=${OUT:?}
 T=$(mktemp -d)
-IFACE=$(ip -o -4 route show to default 2>/dev/null | awk '{print $5; exit}')
-[ -n "$IFACE" ] || IFACE=$(ip -o -4 addr show scope global | awk '{print $2; exit}')
-ADDR=$(ip -o -4 addr show dev "$IFACE" scope global | awk '{split($4, a, "/"); print a[1]; exit}')
+# The default route's interface and its IPv4 address (without iproute2: the device host has
+# no `ip`): /proc/net/route, then SIOCGIFADDR through Python.
+IFACE=$(awk '$2 == "00000000" {print $1; exit}' /proc/net/route)
+[ -n "$IFACE" ] || IFACE=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+ADDR=$("$PY" -c 'import fcntl, socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+packed = struct.pack("256s", sys.argv[1].encode()[:15])
+print(socket.inet_ntoa(fcntl.ioctl(s.fileno(), 0x8915, packed)[20:24]))' "$IFACE" 2>/dev/null)
 {
   date -u +%FT%TZ; nvidia-smi -L; echo "iface=$IFACE addr=$ADDR"
   "$PY" -c 'import torch; print(torch.__version__, torch.cuda.nccl.version())'
   echo "== /sys/class/infiniband"; ls /sys/class/infiniband 2>&1
   for i in /sys/class/net/*; do echo "$i speed=$(cat "$i/speed" 2>/dev/null || echo unreadable)"; done
 } > "$D/env.txt" 2>&1
-ip -j addr show > "$D/ip-addr.json" 2>&1
+(ip -j addr show 2>&1 || cat /proc/net/if_inet6 /proc/net/route) > "$D/ip-addr.json"
 cfg() { # nnodes node_rank nproc backend join_timeout extra-env-json
   printf '{"nnodes": %s, "node_rank": %s, "nproc": %s, "backend": "%s", "master_addr": "%s",
     "master_port": 29611, "min_bytes": 32768, "max_bytes": 16777216, "timeout_s": 90,
