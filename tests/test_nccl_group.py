@@ -17,21 +17,24 @@ import pytest
 from ansible_collections.gpuhost.gpu.plugins.filter import gpuhost_nccl as filters
 from ansible_collections.gpuhost.gpu.plugins.module_utils import gpuhost_nccl_torch as nt
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_nccl_group as ng
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_serving_group import of_host
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "roles" / "nccl" / "files" / "gpuhost_allreduce_sweep.py"
 
-GROUP = {
-    "name": "big",
-    "rank": 1,
-    "nnodes": 2,
-    "members": ["gpu-a", "gpu-b"],
-    "rank0": "gpu-a",
-    "address": "10.0.0.1",
-    "port": 20000,
-    "dist_init_addr": "10.0.0.1:20000",
-    "addresses": {"gpu-a": "10.0.0.1", "gpu-b": "10.0.0.2"},
-}
+# Rank 1 of a group of two, as every role reads it (gpuhost_serving_group.of_host).
+GROUP = of_host(
+    "gpu-b",
+    {
+        name: {
+            "sglang_server_group": "big",
+            "sglang_server_node_rank": -1,
+            "sglang_server_group_address": address,
+            "sglang_server_dist_init_port": 20000,
+        }
+        for name, address in (("gpu-a", "10.0.0.1"), ("gpu-b", "10.0.0.2"))
+    },
+)
 IFACES = {
     "lo": {"addresses": ["127.0.0.1", "::1"], "speed_mbps": None},
     "eth0": {"addresses": ["192.168.1.5"], "speed_mbps": 1000},

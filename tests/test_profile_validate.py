@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.gpuhost.gpu.plugins.plugin_utils import gpuhost_profile as profile
+from ansible_collections.gpuhost.gpu.plugins.plugin_utils.gpuhost_serving_group import of_host
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,18 +138,18 @@ def check(
 
 
 # sglang_server_serving_group of rank 1 in a group of two (gpuhost_serving_group.of_host).
-TWO_NODES = {
-    "name": "ds",
-    "rank": 1,
-    "nnodes": 2,
-    "members": ["gpu-a", "gpu-b"],
-    "rank0": "gpu-a",
-    "address": "10.0.0.2",
-    "port": 20000,
-    "dist_init_addr": "10.0.0.2:20000",
-    "addresses": {"gpu-a": "10.0.0.2", "gpu-b": "10.0.0.3"},
-    "flags": {"--nnodes": 2, "--node-rank": 1, "--dist-init-addr": "10.0.0.2:20000"},
-}
+TWO_NODES = of_host(
+    "gpu-b",
+    {
+        name: {
+            "sglang_server_group": "ds",
+            "sglang_server_node_rank": -1,
+            "sglang_server_group_address": address,
+            "sglang_server_dist_init_port": 20000,
+        }
+        for name, address in (("gpu-a", "10.0.0.2"), ("gpu-b", "10.0.0.3"))
+    },
+)
 IN_CIDRS = {**LOOPBACK, "firewall_cidrs": ["10.0.0.0/24"]}
 
 

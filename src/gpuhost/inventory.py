@@ -140,18 +140,22 @@ def connection_targets(inventories: list[Path], limit: str | None) -> list[str]:
     return sorted(targets)
 
 
+def _hosts_vars(inventories: list[Path], hosts: list[str]):
+    """(name, its variables as the inventory sets them) for each of `hosts` it knows."""
+    manager, loader = load(inventories)
+    variables = _variables(loader, manager)
+    for name in hosts:
+        host = manager.get_host(name)
+        if host is not None:
+            yield name, variables.get_vars(host=host, include_hostvars=False)
+
+
 def serving_groups(inventories: list[Path], hosts: list[str]) -> dict[str, str]:
     """{host: its serving group} for the `hosts` whose inventory sets sglang_server_group (a
     group of hosts that are one SGLang server, docs/multi-node.md); hosts on their own are left
     out. The name as the inventory writes it; a templated one is left out (not known here)."""
-    manager, loader = load(inventories)
-    variables = _variables(loader, manager)
     groups = {}
-    for name in hosts:
-        host = manager.get_host(name)
-        if host is None:
-            continue
-        found = variables.get_vars(host=host, include_hostvars=False)
+    for name, found in _hosts_vars(inventories, hosts):
         group = str(found.get("sglang_server_group") or "")
         if group and "{{" not in group:
             groups[name] = group
@@ -163,14 +167,8 @@ def address_hints(inventories: list[Path], hosts: list[str]) -> dict[str, str]:
     the inventory name itself ("Could not resolve hostname gpu-host-1"), which is seldom
     meant; the example inventories ship with ansible_host commented out."""
 
-    manager, loader = load(inventories)
-    variables = _variables(loader, manager)
     hints = {}
-    for name in hosts:
-        host = manager.get_host(name)
-        if host is None:
-            continue
-        found = variables.get_vars(host=host, include_hostvars=False)
+    for name, found in _hosts_vars(inventories, hosts):
         if found.get("ansible_host") or found.get("ansible_connection") not in _SSH_CONNECTIONS:
             continue
         source = str(found.get("inventory_file") or ", ".join(map(str, inventories)))
