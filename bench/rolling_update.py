@@ -47,8 +47,9 @@ in phases:
   4. a slow start: the first worker's new config takes SLOW_LOAD_S s to load (the stand-in's
      SGLANG_STANDIN_LOAD_SECONDS) while the scenario's fixed gate timeout is 20 s; with
      sglang_server_start_timeout 0 the gate waits 4x the expected start (start_seconds
-     SLOW_EXPECTED_S) instead, so the start is waited for, not failed. Then `gpuhost rollback`
-     puts the fast config back. Targets: exit 0 both times, 0 failed requests.
+     SLOW_EXPECTED_S) instead, so the start is waited for, not failed. Targets: exit 0, 0
+     failed requests. (The rollback under load is phase 3's: a second one here, back to the
+     fast config, cost ~34 s of make test and proved nothing phase 3 does not.)
 The reference in the same run: the same load with no update (requests per second).
 
 Usage:
@@ -114,7 +115,7 @@ SERVICE = "sglang-server"
 PROMPT, EXPECT = "What is 17 + 25?", "42"
 # The slow-start phase: seconds the stand-in loads, and the expected start the update states
 # (the gate waits 4x that: gpuhost_profile.start_timeout). 20 s is the scenario's fixed timeout.
-SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 35, 15, 20
+SLOW_LOAD_S, SLOW_EXPECTED_S, FIXED_TIMEOUT_S = 25, 10, 20
 # The workers' locks (molecule/rolling_update group_vars: standin-a) and their venvs.
 LOCKS = REPO / "tests" / "standin" / "locks"
 LOCK_A, LOCK_B, LOCK_BROKEN = (LOCKS / f"standin-{name}.txt" for name in ("a", "b", "broken"))
@@ -608,7 +609,7 @@ def measure(
                 },
             }
         )
-        slow, back = results["slow"], results["slow_back"]
+        slow = results["slow"]
         results["checks"].update(
             {
                 f"slow: a {SLOW_LOAD_S} s start was waited for (first host updated, exit 0)": slow[
@@ -621,9 +622,6 @@ def measure(
                 ]
                 >= SLOW_LOAD_S,
                 "slow: 0 requests failed": slow["failed"] == 0,
-                "slow: gpuhost rollback put the fast config back, exit 0": back["rc"] == 0
-                and back["rollout"] == {WORKERS[0]: "restored"},
-                "slow: 0 requests failed during the rollback": back["failed"] == 0,
             }
         )
     return results
@@ -692,8 +690,8 @@ def bad_lock(inventory: Path, runs: Path, new_load, flags: dict, same: dict) -> 
 
 
 def slow_start(inventory: Path, runs: Path, new_load, flags: dict, driver: dict) -> dict:
-    """Phase 4: a worker that loads for SLOW_LOAD_S s, rolled out and rolled back under load
-    (`driver`: the branch phase 1 left, which a rollback does not undo)."""
+    """Phase 4: a worker that loads for SLOW_LOAD_S s, rolled out under load (`driver`: the
+    branch phase 1 left, which a rollback does not undo)."""
     slow = {
         **driver,
         "sglang_server_flags": flags,
@@ -706,13 +704,7 @@ def slow_start(inventory: Path, runs: Path, new_load, flags: dict, driver: dict)
         load,
         lambda: gpuhost("update", inventory, runs, "--limit", WORKERS[0], "-e", json.dumps(slow)),
     )
-    out = {"slow": {**measured(rc, seconds, load, report), "report": report.get("run_dir")}}
-    load = new_load()
-    rc, seconds, report = under_load(
-        load, lambda: gpuhost("rollback", inventory, runs, "--limit", WORKERS[0])
-    )
-    out["slow_back"] = {**measured(rc, seconds, load, report), "report": report.get("run_dir")}
-    return out
+    return {"slow": {**measured(rc, seconds, load, report), "report": report.get("run_dir")}}
 
 
 def rc_ok(phase: dict, state: str) -> bool:
@@ -758,7 +750,6 @@ def print_results(results: dict) -> None:
         ("bad_lock", "bad lock (its venv fails verification)"),
         ("rollback", "gpuhost rollback (w1, then the pair as one unit)"),
         ("slow", f"slow start ({SLOW_LOAD_S} s) on w1"),
-        ("slow_back", "gpuhost rollback --limit w1 (fast config back)"),
     )
     for phase, title in phases:
         if phase not in results:
